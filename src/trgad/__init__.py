@@ -1,0 +1,31 @@
+"""trgad: whole-graph versus staged differentiation of the Ising TRG.
+
+The package behind the book.  Importing it switches JAX to float64
+(``jax_enable_x64``), which every result here needs.
+
+Modules, one concept each:
+
+* :mod:`trgad.ising`  - the Ising site tensor T(beta) whose contraction is Z.
+* :mod:`trgad.trg`    - Levin-Nave TRG, written once for JAX / NumPy / the keyed engine.
+* :mod:`trgad.svd`    - truncated SVD with a reverse rule that is finite on degenerate spectra.
+* :mod:`trgad.exact`  - exact small tori and Onsager's solution (the oracles).
+* :mod:`trgad.whole`  - whole-graph ``jax.grad`` and its measurements.
+* :mod:`trgad.timing` - time a call, a capped sweep, a subprocess with a hard timeout.
+* :mod:`trgad.validate` - input checks with one-line messages.
+"""
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from .exact import BETA_C, onsager, torus_exact  # noqa: E402
+from .trg import lnz_per_site, trg_step, truncation_schedule  # noqa: E402
+from .svd import truncated_svd  # noqa: E402
+from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
+from .validate import InputError  # noqa: E402
+
+__all__ = [
+    "BETA_C", "onsager", "torus_exact",
+    "lnz_per_site", "trg_step", "truncation_schedule", "truncated_svd",
+    "capped_sweep", "run_with_timeout", "time_call",
+    "InputError",
+]

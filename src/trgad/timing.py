@@ -1,0 +1,155 @@
+"""Timing helpers shared by the chapters, the benchmark and the command line.
+
+* :func:`time_call` - warm-up, repeats, min and median (wall clock, ``time.perf_counter``).
+* :func:`capped_sweep` - run a measurement for growing sizes, stop once one passes a cap.
+* :func:`run_with_timeout` - run a function in a fresh Python process with a hard timeout
+  and report "did not return within T s" instead of hanging.
+
+The demonstrations in this book grow exponentially; these helpers are how no page ever
+waits longer than it says.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Iterable
+
+from .validate import check_int, check_positive
+
+
+@dataclasses.dataclass
+class Timing:
+    """Wall-clock times of repeated calls, in seconds."""
+
+    times: list
+    value: Any = None
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def block(x):
+    """Wait for JAX's asynchronous dispatch to finish (no-op for other values)."""
+    try:
+        import jax
+
+        return jax.block_until_ready(x)
+    except ImportError:  # pragma: no cover
+        return x
+
+
+def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Timing:
+    """Time ``fn()`` after ``warmup`` untimed calls, ``repeats`` times.
+
+    JAX results are waited for (``block_until_ready``) inside the timed region.  Returns a
+    :class:`Timing` whose ``value`` is the last result.  Raises InputError for warmup < 0 or
+    repeats < 1.
+    """
+    warmup = check_int("warmup", warmup, 0)
+    repeats = check_int("repeats", repeats, 1)
+    value = None
+    for _ in range(warmup):
+        value = block(fn())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        value = block(fn())
+        times.append(time.perf_counter() - t0)
+    return Timing(times, value)
+
+
+@dataclasses.dataclass
+class Sweep:
+    """Result of :func:`capped_sweep`: the rows measured and where it stopped."""
+
+    rows: list
+    stopped_at: Any = None     # the parameter whose measurement passed the cap (None: all ran)
+    cap_seconds: float = 0.0
+
+    @property
+    def completed(self) -> bool:
+        return self.stopped_at is None
+
+
+def capped_sweep(measure: Callable[[Any], dict], params: Iterable, cap_seconds: float,
+                 key: str = "seconds") -> Sweep:
+    """Call ``measure(p)`` for each p in ``params`` until one result's ``key`` exceeds the cap.
+
+    ``measure`` returns a dict (one table row) containing ``key`` in seconds.  The row that
+    passed the cap is kept (it did return); no larger parameter is tried.  Use this for
+    growth that may be exponential: the worst case costs about cap_seconds times the growth
+    factor of one step.
+    """
+    cap_seconds = check_positive("cap_seconds", cap_seconds)
+    rows = []
+    for p in params:
+        row = measure(p)
+        rows.append(row)
+        if row[key] > cap_seconds:
+            return Sweep(rows, stopped_at=p, cap_seconds=cap_seconds)
+    return Sweep(rows, None, cap_seconds)
+
+
+@dataclasses.dataclass
+class SubprocessResult:
+    """Outcome of :func:`run_with_timeout`."""
+
+    returned: bool
+    seconds: float            # wall time until return or until the process was killed
+    timeout: float
+    value: Any = None         # the function's JSON-serialisable result, if it returned
+    error: str | None = None  # last line of stderr if the process failed
+
+    @property
+    def message(self) -> str:
+        if self.returned:
+            return f"returned in {self.seconds:.2f} s"
+        if self.error:
+            return f"failed: {self.error}"
+        return f"did not return within {self.timeout:g} s (killed)"
+
+
+_RUNNER = """
+import importlib, json, sys
+mod, _, name = sys.argv[1].partition(":")
+kwargs = json.loads(sys.argv[2])
+result = getattr(importlib.import_module(mod), name)(**kwargs)
+print("\\n@@RESULT@@" + json.dumps(result))
+"""
+
+
+def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0) -> SubprocessResult:
+    """Run ``module:function(**kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
+
+    The function must return something JSON-serialisable.  The child gets this process's
+    environment (and ``sys.path``), so it imports the same ``trgad``.  The time includes the
+    child's start-up and imports (about a second for JAX).
+    """
+    timeout = check_positive("timeout", timeout)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {})]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return SubprocessResult(False, time.perf_counter() - t0, timeout)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0 or "@@RESULT@@" not in out:
+        last = (err.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
+        return SubprocessResult(False, seconds, timeout, error=last)
+    value = json.loads(out.rsplit("@@RESULT@@", 1)[1])
+    return SubprocessResult(True, seconds, timeout, value=value)

@@ -1,0 +1,172 @@
+"""Levin-Nave TRG for the 2D Ising model, written once for several array back ends.
+
+The functions take an ``ops`` namespace (:data:`JAX`, :data:`NUMPY`, or the keyed engine's
+``trgad.engine.KeyedOps``) so that the *same* code builds the JAX graph that ``jax.grad``
+differentiates and the graph that the keyed engine transforms.
+
+Conventions
+-----------
+* T[l, u, r, d]: legs left, up, right, down.  On one sublattice T is split as
+  (l, u | r, d), on the other as (u, r | d, l); each half carries sqrt(s).  Four halves
+  around a plaquette make the next tensor, on a lattice rotated by 45 degrees with half as
+  many sites (Levin and Nave, PRL 99, 120601 (2007)).
+* Before step i, T_i is divided by its Frobenius norm.  After n steps one tensor stands for
+  N = 2**n sites and
+
+      lnZ/N = sum_i ln||T_i|| / 2**i + ln(tr T_n) / 2**n,
+
+  where tr joins left with right and up with down (a torus of one tensor).
+* The truncation schedule ks[i] = min(chi, numerical rank at step i) is fixed before
+  tracing, so every shape in the graph is static.  For chi = 16: [2, 4, 4, 16, 16, ...].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ising
+from .svd import numerical_rank, truncated_svd
+from .validate import check_beta, check_chi, check_steps
+
+
+class _Ops:
+    """Array namespace used by the TRG: the few operations it needs, nothing else."""
+
+    name = "?"
+
+
+def _jax_ops():
+    import jax.numpy as jnp
+
+    ops = _Ops()
+    ops.name = "jax"
+    ops.exp, ops.log, ops.sqrt = jnp.exp, jnp.log, jnp.sqrt
+    ops.reshape, ops.transpose, ops.einsum = jnp.reshape, jnp.transpose, jnp.einsum
+    ops.norm = jnp.linalg.norm
+    ops.svd = truncated_svd
+    ops.constant = lambda x: jnp.asarray(x, dtype=jnp.float64)
+    return ops
+
+
+def _numpy_svd(M, k):
+    U, s, Vh = np.linalg.svd(M, full_matrices=False)
+    return U[:, :k], s[:k], Vh[:k, :]
+
+
+def _numpy_ops():
+    ops = _Ops()
+    ops.name = "numpy"
+    ops.exp, ops.log, ops.sqrt = np.exp, np.log, np.sqrt
+    ops.reshape, ops.transpose = np.reshape, np.transpose
+    ops.einsum = lambda spec, *xs: np.einsum(spec, *xs, optimize=True)
+    ops.norm = np.linalg.norm
+    ops.svd = _numpy_svd
+    ops.constant = lambda x: np.asarray(x, dtype=np.float64)
+    return ops
+
+
+#: NumPy back end (forward only; used to find the truncation schedule).
+NUMPY = _numpy_ops()
+_JAX = None
+
+
+def jax_ops():
+    """The JAX back end (created on first use so that importing trgad stays cheap)."""
+    global _JAX
+    if _JAX is None:
+        _JAX = _jax_ops()
+    return _JAX
+
+
+def _split(M, D, k, ops):
+    """Truncated SVD of a (D*D, D*D) matrix into halves (D, D, k) and (k, D, D)."""
+    U, s, Vh = ops.svd(M, k)
+    r = ops.sqrt(s)
+    left = ops.reshape(U * ops.reshape(r, (1, k)), (D, D, k))
+    right = ops.reshape(ops.reshape(r, (k, 1)) * Vh, (k, D, D))
+    return left, right
+
+
+def trg_step(T, k, ops):
+    """One Levin-Nave step.
+
+    Parameters
+    ----------
+    T : (D, D, D, D) array, legs [l, u, r, d], not normalised.
+    k : int, number of singular values kept (the new bond dimension).
+    ops : array namespace.
+
+    Returns
+    -------
+    (T_next, ln_norm): T_next of shape (k, k, k, k) built from T / ||T||, and ln ||T||.
+    """
+    D = T.shape[0]
+    norm = ops.norm(T)
+    T = T / norm
+    # sublattice A: (l, u | r, d) -> A1[l, u, a], A2[a, r, d]
+    A1, A2 = _split(ops.reshape(T, (D * D, D * D)), D, k, ops)
+    # sublattice B: (u, r | d, l) -> B1[u, r, b], B2[b, d, l]
+    B1, B2 = _split(ops.reshape(ops.transpose(T, (1, 2, 3, 0)), (D * D, D * D)), D, k, ops)
+    # plaquette: B1 lower-left, A1 lower-right, B2 upper-right, A2 upper-left;
+    # new legs [l', u', r', d'] = [a2, b2, a1, b1] (lattice turned by 45 degrees).
+    T_next = ops.einsum("pqD,qrC,Brs,Asp->ABCD", B1, A1, B2, A2)
+    return T_next, ops.log(norm)
+
+
+def torus_trace(T, ops):
+    """tr T = sum_ab T[a, b, a, b]: one tensor on a torus (left joined to right, up to down)."""
+    return ops.einsum("abab->", T)
+
+
+def lnz_from_steps(ln_norms, T_last, ops):
+    """lnZ/N = sum_i ln||T_i|| / 2**i + ln tr T_n / 2**n (n = len(ln_norms))."""
+    n = len(ln_norms)
+    total = ops.log(torus_trace(T_last, ops)) * (1.0 / 2**n)
+    for i, ln in enumerate(ln_norms):
+        total = total + ln * (1.0 / 2**i)
+    return total
+
+
+def lnz_per_site(beta, schedule, ops=None):
+    """lnZ/N of the Ising model on a 2**len(schedule)-site torus, by TRG, as one graph.
+
+    Parameters
+    ----------
+    beta : scalar (float or a traced value of ``ops``), inverse temperature in units of 1/J.
+    schedule : sequence of int, ks[i] kept at step i (see :func:`truncation_schedule`).
+    ops : array namespace, default JAX.
+
+    Returns
+    -------
+    Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.
+    """
+    ops = ops or jax_ops()
+    T = ising.initial_tensor(beta, ops)
+    ln_norms = []
+    for k in schedule:
+        T, ln = trg_step(T, int(k), ops)
+        ln_norms.append(ln)
+    return lnz_from_steps(ln_norms, T, ops)
+
+
+def truncation_schedule(chi, steps, beta=0.3, rtol=1e-10):
+    """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
+
+    Found by a NumPy forward pass at ``beta`` (the ranks of the first steps come from the
+    model's symmetry and do not depend on beta in the paramagnetic and ordered phases).
+    A singular value counts when it exceeds ``rtol`` times the largest one.
+
+    Returns a list of ``steps`` ints.  Raises InputError for chi < 2, steps < 1 or a bad beta.
+    """
+    chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
+    ops = NUMPY
+    T = ising.initial_tensor(beta, ops)
+    ks = []
+    for _ in range(steps):
+        D = T.shape[0]
+        Tn = T / np.linalg.norm(T)
+        mats = (Tn.reshape(D * D, D * D), Tn.transpose(1, 2, 3, 0).reshape(D * D, D * D))
+        rank = min(numerical_rank(np.linalg.svd(m, compute_uv=False), rtol) for m in mats)
+        k = max(1, min(chi, rank))
+        ks.append(k)
+        T, _ = trg_step(T, k, ops)
+    return ks
