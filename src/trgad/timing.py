@@ -122,14 +122,15 @@ class SubprocessResult:
 _RUNNER = """
 import importlib, json, sys
 mod, _, name = sys.argv[1].partition(":")
-kwargs = json.loads(sys.argv[2])
-result = getattr(importlib.import_module(mod), name)(**kwargs)
+args, kwargs = json.loads(sys.argv[2])
+result = getattr(importlib.import_module(mod), name)(*args, **kwargs)
 print("\\n@@RESULT@@" + json.dumps(result))
 """
 
 
-def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0) -> SubprocessResult:
-    """Run ``module:function(**kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
+def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
+                     args: list | None = None) -> SubprocessResult:
+    """Run ``module:function(*args, **kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
 
     The function must return something JSON-serialisable.  The child gets this process's
     environment (and ``sys.path``), so it imports the same ``trgad``.  The time includes the
@@ -138,7 +139,7 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     timeout = check_positive("timeout", timeout)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-c", _RUNNER, target, json.dumps(kwargs or {})]
+    cmd = [sys.executable, "-c", _RUNNER, target, json.dumps([args or [], kwargs or {}])]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -1,0 +1,30 @@
+"""Caps for the long demonstrations, in one place.
+
+The default gives the full story.  ``TRGAD_PREVIEW=1`` (environment) gives a quick preview
+build: smaller sweeps, shorter caps and timeouts.  Every chapter and the benchmark read their
+limits from here, and each page prints the caps it used.
+"""
+import os
+
+#: True when the environment asks for a quick preview build.
+PREVIEW = os.environ.get("TRGAD_PREVIEW", "").strip() not in ("", "0", "false", "no")
+
+#: A sweep of transform times stops after the first measurement above this (seconds).
+TRANSFORM_CAP_SECONDS = 0.3 if PREVIEW else 1.5
+#: Hard timeout for the run that is expected not to return (seconds, subprocess killed).
+HANG_TIMEOUT_SECONDS = 5.0 if PREVIEW else 20.0
+#: Timed repeats after one warm-up (min is reported).
+REPEATS = 1 if PREVIEW else 3
+#: TRG steps in the phenomenon's JAX table.
+PHENOMENON_STEPS = (1, 2, 3, 4, 5) if PREVIEW else (1, 2, 3, 4, 5, 20)
+#: Number of beta values in the u(beta) scan of the Ising chapter.
+BETA_POINTS = 7 if PREVIEW else 21
+#: TRG steps used for the u(beta) scan.
+SCAN_STEPS = 12 if PREVIEW else 20
+
+
+def describe():
+    """One line naming the caps in force (pages print it)."""
+    mode = "preview (TRGAD_PREVIEW set)" if PREVIEW else "full"
+    return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
+            f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} timed repeat(s) after a warm-up")
