@@ -1,0 +1,267 @@
+"""The built book in a real browser: headless Chromium over every page of _build/html.
+
+Run after a build:  ``jupyter-book build . && pytest checks/test_browser.py``.
+
+Chromium is Debian's ``/usr/bin/chromium`` (``apt-get install chromium``), driven by the
+Python ``playwright`` package; no browser is ever downloaded (never ``playwright install``).
+The HTML is served by a local ``http.server`` on 127.0.0.1, as a reader's browser would
+load it.  Each page is opened in a fresh browser context (empty storage, as on a first
+visit), and for each page the check asserts:
+
+* no console errors and no uncaught JavaScript exceptions;
+* every glued value is present: no literal glue role or key (``{glue``, ``glue:text``),
+  no empty glued span, no ``nan``/``inf`` in a glued value (unless listed in
+  ``ALLOWED_NONFINITE``), no raw ``np.float64(...)``/``Array(...)`` repr;
+* every image in the page loads with a non-zero natural size, every figure has a caption;
+* no output cell shows a traceback or an error;
+
+and over the whole book, that following the links from the introduction reaches every
+chapter of _toc.yml (the sidebar lists them all, and "next" walks them in order).
+A full-page screenshot of each page is saved under ``_build/screenshots/``.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+import pytest
+
+from bookpaths import build_dir, skip_or_fail, toc_docnames
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--no-first-run",
+    "--disable-sync", "--disable-default-apps", "--disable-extensions",
+    "--metrics-recording-only", "--mute-audio", "--no-default-browser-check",
+]
+#: page (relative path) -> reason; glued values there may legitimately read nan/inf.
+ALLOWED_NONFINITE: dict[str, str] = {}
+#: Console errors that are the browser's, not the book's (substring of text or URL):
+#: Chromium asks every site for /favicon.ico, and the book has none.
+IGNORED_CONSOLE = ("/favicon.ico",)
+NAV_TIMEOUT_MS = 60_000
+
+HTML = build_dir() / "html"
+
+
+def _pages() -> list[str]:
+    """The front door, every chapter of _toc.yml (in order), the index and search pages.
+
+    Other HTML files in the build folder (left over from a renamed or removed chapter in an
+    incremental build) are not the book's and are not checked.
+    """
+    if not (HTML / "index.html").is_file():
+        return ["<no build>"]
+    pages = ["index.html"] + [d + ".html" for d in toc_docnames()]
+    pages += [p for p in ("genindex.html", "search.html") if (HTML / p).is_file()]
+    return pages
+
+
+PAGES = _pages()
+
+
+def _require_build():
+    if not (HTML / "index.html").is_file():
+        skip_or_fail(f"no built book at {HTML} (run `jupyter-book build .` first, or set "
+                     f"TRGAD_BUILD_DIR to the _build folder of a build elsewhere)")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output readable
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    _require_build()
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_build()
+    if not Path(CHROMIUM).exists():
+        skip_or_fail(f"{CHROMIUM} not found (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("the Python package playwright is not installed (pip install -r requirements.txt)")
+    with sync_playwright() as p:
+        # launch() gives the browser a fresh temporary user-data dir, removed on close.
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots():
+    out = build_dir() / "screenshots"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
+
+
+def _is_local(url: str) -> bool:
+    host = urlparse(url).hostname
+    return host in ("127.0.0.1", "localhost") or url.startswith(("data:", "blob:", "about:"))
+
+
+_INSPECT_JS = r"""
+() => {
+  const main = document.querySelector('main') || document.body;
+  const text = (el) => (el ? el.innerText : '');
+  const imgs = Array.from(main.querySelectorAll('img')).map(i => ({
+    src: i.currentSrc || i.src, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight}));
+  const figures = Array.from(main.querySelectorAll('figure')).map(f => ({
+    img: (f.querySelector('img') || {}).src || '',
+    caption: text(f.querySelector('figcaption')).trim()}));
+  // glued values: {glue:text} -> .pasted-text; {glue:} / {glue:any} inline -> span.output
+  const pasted = Array.from(main.querySelectorAll(
+      '.pasted-text, .pasted-inline, p span.output, li span.output, td span.output'))
+    .map(e => e.innerText);
+  const outputs = Array.from(main.querySelectorAll('.cell_output, .output'));
+  const errorOutputs = Array.from(main.querySelectorAll(
+      '.cell_output .traceback, .output.traceback, .output.error, .cell_output .error'))
+    .map(e => e.innerText.slice(0, 300));
+  const outputText = outputs.map(e => e.innerText).join('\n');
+  return {
+    title: document.title, h1: text(main.querySelector('h1')).trim(),
+    mainText: text(main), imgs, figures, pasted, errorOutputs, outputText,
+  };
+}
+"""
+
+
+def _inspect(browser, url, screenshot_path):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    console, external = [], []
+
+    def on_console(msg):
+        if msg.type != "error":
+            return
+        where = (msg.location or {}).get("url", "")
+        if where and not _is_local(where):
+            external.append(f"{msg.text} ({where})")
+        elif not any(s in msg.text or s in where for s in IGNORED_CONSOLE):
+            console.append(f"console error: {msg.text} ({where})")
+
+    def on_failed(request):
+        if any(s in request.url for s in IGNORED_CONSOLE):
+            return
+        line = f"request failed: {request.url} ({request.failure})"
+        (console if _is_local(request.url) else external).append(line)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: console.append(f"uncaught exception: {exc}"))
+    page.on("requestfailed", on_failed)
+    try:
+        response = page.goto(url, wait_until="load", timeout=NAV_TIMEOUT_MS)
+        try:
+            page.wait_for_load_state("networkidle", timeout=15_000)
+        except Exception:  # external resources (MathJax CDN) may be slow; not fatal
+            pass
+        # images are decoded by the time "load" fires; wait for any still pending
+        page.wait_for_function(
+            "() => Array.from(document.images).every(i => i.complete)", timeout=15_000)
+        info = page.evaluate(_INSPECT_JS)
+        info["status"] = response.status if response else None
+        page.screenshot(path=str(screenshot_path), full_page=True)
+    finally:
+        context.close()
+    info["console"], info["external"] = console, external
+    return info
+
+
+_GLUE_LITERAL = re.compile(r"\{glue|glue:(text|md|figure|math|any)|\{eval")
+_NONFINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.IGNORECASE)
+_RAW_REPR = re.compile(r"np\.(float|int)\d*\(|Array\(|dtype=|<function |object at 0x")
+
+
+def _problems(rel, info):
+    problems = list(info["console"])
+    if info["status"] != 200:
+        problems.append(f"HTTP status {info['status']}")
+    text = info["mainText"]
+    if _GLUE_LITERAL.search(text):
+        problems.append("literal glue/eval role in the page text: "
+                        + repr(_GLUE_LITERAL.search(text).group(0)))
+    for value in info["pasted"]:
+        if not value.strip():
+            problems.append("an empty glued value")
+        elif _NONFINITE.search(value) and rel not in ALLOWED_NONFINITE:
+            problems.append(f"glued value is not a finite number: {value!r}")
+        elif _RAW_REPR.search(value):
+            problems.append(f"glued value shows a raw repr (glue float(x) or a string): {value!r}")
+    for img in info["imgs"]:
+        if not img["complete"] or not img["w"] or not img["h"]:
+            problems.append(f"image did not load: {img['src']} ({img['w']}x{img['h']})")
+    for fig in info["figures"]:
+        if not fig["caption"]:
+            problems.append(f"figure without caption: {fig['img']}")
+    for err in info["errorOutputs"]:
+        problems.append(f"error output cell: {err!r}")
+    if "Traceback (most recent call last)" in info["outputText"]:
+        problems.append("an output cell shows a Python traceback")
+    return problems
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_page(rel, server, browser, screenshots):
+    """One page: console, glued values, images, captions, tracebacks; saves a screenshot."""
+    shot = screenshots / (rel.replace("/", "__").removesuffix(".html") + ".png")
+    info = _inspect(browser, urljoin(server, rel), shot)
+    for line in info["external"]:
+        print(f"note ({rel}): external resource: {line}")
+    problems = _problems(rel, info)
+    assert not problems, f"{rel} ({info['h1'] or info['title']}):\n  " + "\n  ".join(problems)
+
+
+def test_every_chapter_built():
+    _require_build()
+    missing = [d for d in toc_docnames() if not (HTML / (d + ".html")).is_file()]
+    assert not missing, f"chapters in _toc.yml without a page in {HTML}: {missing}"
+
+
+def test_navigation_from_introduction(server, browser):
+    """From the introduction a reader reaches every chapter: sidebar links and "next"."""
+    docs = toc_docnames()
+    expected = [urljoin(server, d + ".html") for d in docs]
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        # The site's front door redirects to the introduction.
+        page.goto(server, wait_until="load", timeout=NAV_TIMEOUT_MS)
+        page.wait_for_url(re.compile(re.escape(expected[0]) + r"(#.*)?$"), timeout=15_000)
+        sidebar = page.eval_on_selector_all(
+            "nav.bd-docs-nav a.reference", "els => els.map(a => a.href)")
+        sidebar = {h.split("#")[0] for h in sidebar}
+        not_linked = [d for d, u in zip(docs[1:], expected[1:]) if u not in sidebar]
+        assert not not_linked, f"chapters missing from the introduction's sidebar: {not_linked}"
+
+        visited = [page.url.split("#")[0]]
+        for _ in range(len(docs) + 5):
+            nxt = page.query_selector("a.right-next")
+            if nxt is None:
+                break
+            nxt.click()
+            page.wait_for_load_state("load")
+            visited.append(page.url.split("#")[0])
+        assert visited == expected, (
+            "following 'next' from the introduction does not walk the chapters of _toc.yml "
+            f"in order:\n  visited:  {visited}\n  expected: {expected}")
+    finally:
+        context.close()
