@@ -6,6 +6,7 @@ object identity, not by structure.
 """
 from __future__ import annotations
 
+import functools
 import time
 
 from . import trg
@@ -25,12 +26,23 @@ def lnz_fn(schedule):
     return lambda beta: trg.lnz_per_site(beta, schedule)
 
 
-def value_and_grad(beta, schedule, jit=True):
-    """(lnZ/N, d lnZ/N / d beta) of the whole graph; u = -(the second entry)."""
+@functools.lru_cache(maxsize=8)
+def _compiled_value_and_grad(schedule):
     jax = _jax()
-    f = jax.value_and_grad(lnz_fn(schedule))
-    f = jax.jit(f) if jit else f
-    v, g = f(float(beta))
+    return jax.jit(jax.value_and_grad(lnz_fn(schedule)))
+
+
+def value_and_grad(beta, schedule, jit=True):
+    """(lnZ/N, d lnZ/N / d beta) of the whole graph at ``beta``; u = -(the second entry).
+
+    With ``jit`` the compiled function is cached per schedule, so a scan over beta compiles
+    once.  Raises InputError for a bad beta.
+    """
+    jax = _jax()
+    beta = check_beta(beta)
+    schedule = tuple(int(k) for k in schedule)
+    f = _compiled_value_and_grad(schedule) if jit else jax.value_and_grad(lnz_fn(schedule))
+    v, g = f(beta)
     return float(v), float(g)
 
 
