@@ -10,6 +10,8 @@ Modules, one concept each:
 * :mod:`trgad.svd`    - truncated SVD with a reverse rule that is finite on degenerate spectra.
 * :mod:`trgad.exact`  - exact small tori and Onsager's solution (the oracles).
 * :mod:`trgad.whole`  - whole-graph ``jax.grad`` and its measurements.
+* :mod:`trgad.engine` - a keyed graph engine whose transform fails like tenferro-rs 0.8.0's.
+* :mod:`trgad.chain`  - the minimal reproduction: the mul chain y <- y**K / K.
 * :mod:`trgad.timing` - time a call, a capped sweep, a subprocess with a hard timeout.
 * :mod:`trgad.validate` - input checks with one-line messages.
 """

@@ -1,0 +1,111 @@
+"""The minimal reproduction: the mul chain y <- y**K / K, each value used K times per layer.
+
+The source document's chain is y <- (y*y)/2 (fan-out K = 2).  Here the fan-out is a
+parameter: layer d computes y_{d+1} = (y_d * y_d * ... * y_d) / K with K factors of the
+*same* value, so each value is an input of K multiplications' worth of uses.  A transform
+that compares structural keys without a memo walks this DAG as a tree of about K**depth
+nodes; one that identifies values by identity or by interned ids stays linear.
+
+Analytic derivative (the oracle): with e_d = 1 + K + ... + K**(d-1),
+
+    y_D = x0**(K**D) / K**e_D,     d y_D / d x0 = K**D * x0**(K**D - 1) / K**e_D,
+
+equivalently the product over layers of d y_{d+1} / d y_d = y_d**(K-1).
+"""
+from __future__ import annotations
+
+import decimal
+import math
+import time
+
+from .validate import check_choice, check_int
+
+ENGINES = ("keyed", "jax")
+
+
+def build(x, depth, fanout):
+    """y_depth of the chain started at ``x`` (an engine Value, a JAX tracer or a float)."""
+    y = x
+    for _ in range(depth):
+        p = y
+        for _ in range(fanout - 1):
+            p = p * y
+        y = p / fanout
+    return y
+
+
+def analytic_grad(depth, fanout, x0):
+    """d y_D / d x0 from the closed form (see the module docstring); a float (0.0 or inf
+    when it under- or overflows, nan when K**D exceeds about 1e18).  Raises InputError for depth < 1 or fanout < 1.
+
+    Evaluated in 50-digit decimal arithmetic (``decimal``), because x0**(K**D - 1) and
+    K**e_D each leave the float range long before their ratio does.
+    """
+    D = check_int("depth", depth, 1)
+    K = check_int("fanout", fanout, 1)
+    power = K**D - 1                               # exponent of x0 (an exact int)
+    e_D = D if K == 1 else (K**D - 1) // (K - 1)   # exponent of K in the denominator
+    if power == 0:
+        return 1.0
+    ctx = decimal.Context(prec=50, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+    value = ctx.divide(ctx.multiply(ctx.power(K, D), ctx.power(decimal.Decimal(float(x0)), power)),
+                       ctx.power(K, e_D))
+    if value.is_nan():                             # inf / inf: the exponents left even this range
+        return math.nan
+    return float(value)
+
+
+def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
+    """Differentiate the chain of ``depth`` layers and fan-out ``fanout`` at ``x0``.
+
+    Parameters
+    ----------
+    depth : int >= 1, layers.
+    fanout : int >= 1, factors of the same value per layer (uses of each value).
+    engine : "keyed" (this project's graph engine, :mod:`trgad.engine`) or "jax".
+    keys : key strategy of the keyed engine: "structural", "interned" or "memo"
+        (ignored by JAX, reported as None).
+    x0 : float, point of differentiation.
+
+    Returns
+    -------
+    dict (JSON-serialisable) with ``depth``, ``fanout``, ``engine``, ``keys``,
+    ``transform_seconds`` (keyed: the transform; JAX: ``make_jaxpr(grad)``, i.e. tracing plus
+    the transform), ``key_visits`` (keyed: exact count; JAX: None), ``derivative_ops``
+    (keyed: instructions of the derivative program; JAX: equations of the gradient's
+    jaxpr), ``grad`` (d y_D / d x0; None if not finite), ``analytic_grad``, and for the
+    keyed engine ``run_seconds`` and ``free_seconds``.
+
+    Raises InputError for depth < 1, fanout < 1, or an unknown engine or keys.
+    """
+    from . import engine as keyed
+
+    depth = check_int("depth", depth, 1)
+    fanout = check_int("fanout", fanout, 1)
+    engine = check_choice("engine", engine, ENGINES)
+    keys = check_choice("keys", keys, keyed.STRATEGIES)
+    x0 = float(x0)
+    out = {"depth": depth, "fanout": fanout, "engine": engine,
+           "keys": keys if engine == "keyed" else None}
+    if engine == "keyed":
+        x = keyed.leaf(x0, keys)
+        d = keyed.grad(build(x, depth, fanout), x)
+        g = float(d.run())
+        d.free()
+        out.update(transform_seconds=d.transform_seconds, key_visits=d.key_visits,
+                   derivative_ops=d.derivative_ops, run_seconds=d.run_seconds,
+                   free_seconds=d.free_seconds)
+    else:
+        import jax
+
+        f = lambda x: build(x, depth, fanout)  # noqa: E731
+        t0 = time.perf_counter()
+        jaxpr = jax.make_jaxpr(jax.grad(f))(x0)
+        seconds = time.perf_counter() - t0
+        g = float(jax.grad(f)(x0))
+        out.update(transform_seconds=seconds, key_visits=None, derivative_ops=len(jaxpr.jaxpr.eqns))
+    out["grad"] = g if math.isfinite(g) else None
+    out["analytic_grad"] = analytic_grad(depth, fanout, x0)
+    if not math.isfinite(out["analytic_grad"]):
+        out["analytic_grad"] = None
+    return out
