@@ -109,3 +109,26 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
     if not math.isfinite(out["analytic_grad"]):
         out["analytic_grad"] = None
     return out
+
+
+def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds=None, repeats=1):
+    """:func:`run` for each depth in ``depths`` (ascending), stopping after the first whose
+    transform takes longer than ``cap_seconds`` (None: no cap).
+
+    Each row is :func:`run`'s dict; with ``repeats`` > 1 the chain is transformed that many
+    times and ``transform_seconds`` is the minimum.  Returns a :class:`trgad.timing.Sweep`
+    (``rows``, ``stopped_at`` = the depth that passed the cap or None).
+    """
+    from .timing import Sweep, capped_sweep
+    from .validate import check_positive
+
+    repeats = check_int("repeats", repeats, 1)
+
+    def measure(depth):
+        rows = [run(depth, fanout, engine=engine, keys=keys, x0=x0) for _ in range(repeats)]
+        best = min(rows, key=lambda r: r["transform_seconds"])
+        return best
+
+    if cap_seconds is None:
+        return Sweep([measure(d) for d in depths], None, 0.0)
+    return capped_sweep(measure, depths, check_positive("cap_seconds", cap_seconds), key="transform_seconds")
