@@ -240,6 +240,16 @@ def tree_size(key):
     return size[id(key)]
 
 
+def path_count(key, target):
+    """Number of distinct paths from ``key`` down to ``target`` in the key DAG (nodes matched
+    by identity).  A structural comparison of ``key`` with an independent copy visits the
+    subtree of ``target`` once per path; this is the "base" a fan-out produces."""
+    paths = {}
+    for node in _postorder(key):
+        paths[id(node)] = 1 if node is target else sum(paths[id(i)] for i in node.inputs)
+    return paths[id(key)]
+
+
 def dag_size(key):
     """Distinct nodes of ``key``'s DAG (by object identity)."""
     return len(_postorder(key))
