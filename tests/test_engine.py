@@ -200,6 +200,7 @@ def test_vjp_with_several_outputs_and_cotangents():
     y1, y2 = x * x, E.reshape(E.transpose(E.reshape(x, (1, 2)), (1, 0)), (2,)) * 3.0
     d = E.vjp([y1, y2], x, [np.array([1.0, -1.0]), 2.0])
     np.testing.assert_allclose(d.run(), [2 * 1 + 6, -2 * 2 + 6])
+    np.testing.assert_allclose(E.vjp([y1, y2], [x], [np.array([1.0, -1.0]), 2.0]).run(), d.run())
     assert d.free() >= 0 and d.free_seconds is not None
     with pytest.raises(InputError):
         d.run()
@@ -219,6 +220,7 @@ def test_bad_input_raises_one_line_input_errors():
         lambda: E.vjp([x * 2.0], x, []),
         lambda: E.vjp([x * 2.0], x * 2.0, [1.0]),
         lambda: E.grad(x * 2.0, 1.0),
+        lambda: E.vjp([x * 2.0], [x, x], [1.0]),
         lambda: x + E.leaf(1.0, "interned"),
         lambda: E.svd(E.leaf(np.eye(3)), 4),
         lambda: E.trg_whole(0.3, [], keys="structural"),

@@ -677,7 +677,8 @@ def vjp(outputs, wrt, cotangents):
     Parameters
     ----------
     outputs : list of :class:`Value` (one key strategy for all).
-    wrt : :class:`Value`, a leaf made by :func:`leaf`.
+    wrt : :class:`Value`, a leaf made by :func:`leaf` (a list holding one such leaf is
+        accepted too).
     cotangents : list, one float or array per output, broadcastable to its shape.
 
     Returns
@@ -692,6 +693,10 @@ def vjp(outputs, wrt, cotangents):
     """
     outputs = list(outputs)
     cotangents = list(cotangents)
+    if isinstance(wrt, (list, tuple)):
+        if len(wrt) != 1:
+            raise InputError(f"wrt has {len(wrt)} entries: give one leaf (one gradient per transform)")
+        wrt = wrt[0]
     if not outputs or len(outputs) != len(cotangents):
         raise InputError(f"outputs ({len(outputs)}) and cotangents ({len(cotangents)}) must be non-empty lists of equal length")
     if not all(isinstance(v, Value) for v in [*outputs, wrt]):
