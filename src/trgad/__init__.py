@@ -1,7 +1,7 @@
 """trgad: whole-graph versus staged differentiation of the Ising TRG.
 
 The package behind the book.  Importing it switches JAX to float64
-(``jax_enable_x64``), which every result here needs.
+(``jax_enable_x64``), which every result here needs, and limits NumPy's BLAS to one thread.
 
 Modules, one concept each:
 
@@ -16,6 +16,7 @@ Modules, one concept each:
 * :mod:`trgad.validate` - input checks with one-line messages.
 """
 import jax as _jax
+from threadpoolctl import threadpool_limits as _threadpool_limits
 
 _jax.config.update("jax_enable_x64", True)
 
@@ -24,6 +25,12 @@ from .trg import lnz_per_site, trg_step, truncation_schedule  # noqa: E402
 from .svd import truncated_svd  # noqa: E402
 from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .validate import InputError  # noqa: E402
+
+# NumPy's and SciPy's OpenBLAS run single-threaded: on the 2-core machines this book is built
+# on, two
+# BLAS threads made a 256 x 256 np.linalg.svd about 18x slower (344 ms against 19 ms) once
+# another process shared the cores.  JAX's XLA kernels are not affected by this limit.
+_threadpool_limits(1, user_api="blas")
 
 __all__ = [
     "BETA_C", "onsager", "torus_exact",
