@@ -26,10 +26,9 @@ from .svd import truncated_svd  # noqa: E402
 from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .validate import InputError  # noqa: E402
 
-# NumPy's and SciPy's OpenBLAS run single-threaded: on the 2-core machines this book is built
-# on, two
-# BLAS threads made a 256 x 256 np.linalg.svd about 18x slower (344 ms against 19 ms) once
-# another process shared the cores.  JAX's XLA kernels are not affected by this limit.
+# NumPy's and SciPy's OpenBLAS run single-threaded: on the 2-core machines this book is
+# built on, two BLAS threads made a 256 x 256 np.linalg.svd about 18x slower (344 ms
+# against 19 ms) once another process shared the cores.  JAX's XLA kernels are not affected by this limit.
 _threadpool_limits(1, user_api="blas")
 
 __all__ = [
