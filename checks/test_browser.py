@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-from bookpaths import build_dir, skip_or_fail, toc_docnames
+from bookpaths import build_dir, chapter_source, skip_or_fail, toc_docnames
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -129,8 +129,8 @@ _INSPECT_JS = r"""
     img: (f.querySelector('img') || {}).src || '',
     caption: text(f.querySelector('figcaption')).trim()}));
   // glued values: {glue:text} -> .pasted-text; {glue:} / {glue:any} inline -> span.output
-  const pasted = Array.from(main.querySelectorAll(
-      '.pasted-text, .pasted-inline, p span.output, li span.output, td span.output'))
+  const pasted = Array.from(main.querySelectorAll('.pasted-text, .pasted-inline, span.output'))
+    .filter(e => !e.closest('.cell_output'))
     .map(e => e.innerText);
   const outputs = Array.from(main.querySelectorAll('.cell_output, .output'));
   const errorOutputs = Array.from(main.querySelectorAll(
@@ -191,8 +191,27 @@ _NONFINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.IGNOREC
 _RAW_REPR = re.compile(r"np\.(float|int)\d*\(|Array\(|dtype=|<function |object at 0x")
 
 
+_FENCE = re.compile(r"^(```|~~~).*?^\1\s*$", re.MULTILINE | re.DOTALL)
+_INLINE_GLUE = re.compile(r"\{glue(?::text|:any|:)?\}`[^`]+`")
+
+
+def _inline_glue_count(rel):
+    """Inline glue roles ({glue}, {glue:}, {glue:any}, {glue:text}) in a page's source."""
+    docname = rel.removesuffix(".html")
+    if docname not in toc_docnames():
+        return 0
+    text = _FENCE.sub("", chapter_source(docname).read_text())
+    return len(_INLINE_GLUE.findall(text))
+
+
 def _problems(rel, info):
     problems = list(info["console"])
+    expected = _inline_glue_count(rel)
+    if len(info["pasted"]) < expected:
+        problems.append(
+            f"glued values missing: the source has {expected} inline glue roles, the page "
+            f"shows {len(info['pasted'])} (a glue whose format failed renders as nothing; "
+            f"see the build's 'Failed to format' warnings)")
     if info["status"] != 200:
         problems.append(f"HTTP status {info['status']}")
     text = info["mainText"]
