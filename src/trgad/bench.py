@@ -39,6 +39,9 @@ def run(chi=16, steps=20, beta=0.3, repeats=3):
     except ImportError:
         return out
     out.update(staged.bench(beta, schedule, repeats=repeats))
+    out["staged_over_whole"] = out["staged"] / out["whole"]
+    out["staged_over_forward"] = out["staged"] / out["forward"]
+    out["staged_first_over_whole_first"] = out["staged_first"] / out["whole_first"]
     return out
 
 
@@ -50,7 +53,8 @@ def format(out):
         if key in out:
             lines.append(f"{label:36s} first call {out[key + '_first']:8.3f} s   steady {out[key]:8.3f} s")
     lines.append(f"whole / forward steady-state ratio   {out['whole_over_forward']:.2f}")
-    for key in ("staged_over_whole", "staged_over_forward"):
+    for key in ("staged_over_whole", "staged_over_forward", "staged_first_over_whole_first",
+                "engine_staged_ratio"):
         if key in out:
             lines.append(f"{key.replace('_', ' '):36s} {out[key]:.2f}")
     return "\n".join(lines)
