@@ -59,8 +59,10 @@ DEPTHS = tuple(range(2, 41, 2))
 DEPTHS_JAX = (4, 8, 16, 32, 64, 128)
 #: Default time budget, seconds.
 BUDGET = 10.0
-#: Transform-to-execution ratio above which :func:`split_costs` names the trap.
+#: Transform-to-execution ratio above which :func:`split_costs` names the trap ...
 TRAP_RATIO = 10.0
+#: ... provided the transform also takes at least this long (seconds).
+TRAP_MIN_SECONDS = 0.05
 
 
 @dataclasses.dataclass
@@ -276,7 +278,9 @@ def _sweep(measure_at, depths, engine, keys, budget, threshold, window):
             # wall-time ratio drives the prediction (key visits and time grow alike)
             rt = _per_layer(res.transform_seconds[-2] + 1e-4, res.transform_seconds[-1] + 1e-4,
                             res.depths[-2], d)
-            ratio = max(r if math.isfinite(r) else 1.0, rt if math.isfinite(rt) else 1.0)
+            # the exact count when there is one (key visits track time, without the noise)
+            pick = r if res.measure == "key_visits" else rt
+            ratio = pick if math.isfinite(pick) else 1.0
         if time.perf_counter() - t_start > budget and i < len(depths) - 1:
             res.stopped_early = True
             res.stop_reason = f"budget: {budget:g} s used up after depth {d}"
@@ -397,7 +401,7 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     derivative program, (2) running that program, (3) dropping it.  Returns a dict with
     the three times in seconds, ``key_visits``, ``derivative_ops``, ``transform_over_run``
     and ``diagnosis``: "trap" when the transform takes more than :data:`TRAP_RATIO` times
-    the execution and at least 10 ms (the source document's "milliseconds to run, seconds
+    the execution and at least :data:`TRAP_MIN_SECONDS` (the source document's "milliseconds to run, seconds
     to transform"), "ok" otherwise.  Raises InputError for bad input.
     """
     depth = check_int("depth", depth, 1)
@@ -405,7 +409,7 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     state, is_tuple = _as_state(x0)
     row = _measure_keyed(step, state, is_tuple, depth, keys)
     ratio = row["transform_seconds"] / max(row["run_seconds"], 1e-9)
-    trap = ratio > TRAP_RATIO and row["transform_seconds"] > 0.01
+    trap = ratio > TRAP_RATIO and row["transform_seconds"] > TRAP_MIN_SECONDS
     row.update(depth=depth, keys=keys, transform_over_run=ratio, diagnosis="trap" if trap else "ok")
     return row
 

@@ -351,7 +351,8 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     * ``engine_staged_<n>``: staged value-and-gradient on the keyed engine (structural keys),
       for n in ``engine_steps`` (the first n entries of ``schedule``, or a schedule of n
       steps at the same chi), and ``engine_staged_ratio`` = time at the last n over the first;
-      skipped (``engine_error``) if :mod:`trgad.engine` is not available.
+      ``engine_transform_<n>`` / ``engine_key_visits_<n>`` and their ratios (the transform
+      alone); skipped (``engine_error``) if :mod:`trgad.engine` is not available.
 
     The ratios to the whole graph and forward pass are formed by :func:`trgad.bench.run`.
     """
@@ -374,10 +375,14 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     chi = chi or max(ks)
     for n in engine_steps:
         sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        out[f"engine_staged_{n}"] = time_call(lambda: value_and_grad_engine(beta, sched),
-                                              warmup=0, repeats=1).min
+        t = time_call(lambda: value_and_grad_engine(beta, sched), warmup=0, repeats=1)
+        out[f"engine_staged_{n}"] = t.min
+        out[f"engine_transform_{n}"] = t.value["transform_seconds"]
+        out[f"engine_key_visits_{n}"] = t.value["key_visits"]
     if len(engine_steps) >= 2:
         a, b = engine_steps[0], engine_steps[-1]
         out["engine_staged_ratio"] = out[f"engine_staged_{b}"] / out[f"engine_staged_{a}"]
+        out["engine_transform_ratio"] = out[f"engine_transform_{b}"] / out[f"engine_transform_{a}"]
+        out["engine_key_visits_ratio"] = out[f"engine_key_visits_{b}"] / out[f"engine_key_visits_{a}"]
         out["engine_staged_steps"] = [a, b]
     return out

@@ -1,0 +1,130 @@
+"""Staged differentiation (one VJP per TRG step): values against the whole graph, the keyed
+engine, the exact small tori and Onsager; no NaN deep or near beta_c; the command line."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+import trgad
+from trgad import staged, trg, whole
+
+BETA = 0.3
+
+
+@pytest.fixture(scope="module")
+def schedule20():
+    return trg.truncation_schedule(16, 20, BETA)
+
+
+@pytest.fixture(scope="module")
+def staged20(schedule20):
+    return staged.value_and_grad_jax(BETA, schedule20)
+
+
+@pytest.fixture(scope="module")
+def whole20(schedule20):
+    return whole.value_and_grad(BETA, schedule20)
+
+
+def test_staged_u_equals_whole_graph_u_at_20_steps(staged20, whole20):
+    lnz, dlnz = staged20
+    lnz_w, dlnz_w = whole20
+    assert abs(dlnz - dlnz_w) < 1e-12
+    assert abs(lnz - lnz_w) < 1e-12
+    # the source document's recorded figures (tenferro-rs staged and JAX whole graph)
+    assert lnz == pytest.approx(0.790559063800966, abs=1e-12)
+    assert -dlnz == pytest.approx(-0.704498679529762, abs=1e-12)
+
+
+def test_few_programs_for_many_steps(staged20):
+    # chi = 16: (D, k) in {(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)}
+    assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 4])
+def test_staged_matches_exact_torus(steps):
+    ex = trgad.torus_exact(BETA, steps)
+    lnz, dlnz = staged.value_and_grad_jax(BETA, trg.truncation_schedule(16, steps, BETA))
+    assert lnz == pytest.approx(ex["lnz_per_site"], abs=1e-12)
+    assert dlnz == pytest.approx(ex["dlnz"], abs=1e-12)
+
+
+def test_staged_jax_equals_staged_engine():
+    sched = trg.truncation_schedule(16, 8, BETA)
+    lnz, dlnz = staged.value_and_grad_jax(BETA, sched)
+    r = staged.value_and_grad_engine(BETA, sched, keys="structural")
+    assert r["lnz_per_site"] == pytest.approx(lnz, abs=1e-11)
+    assert r["dlnz"] == pytest.approx(dlnz, abs=1e-11)
+    # every step's transform sees one step only: the same key visits per (16, 16) step
+    visits = [row["key_visits"] for row in r["per_step"] if row["stage"].startswith("step")]
+    assert len(visits) == 8 and len(set(visits[:4])) == 1
+
+
+def test_specific_heat_close_to_onsager(schedule20):
+    c = staged.specific_heat(BETA, schedule20)
+    assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
+    assert c == pytest.approx(0.286288378175, abs=1e-8)  # the source document's recorded c
+
+
+def test_specific_heat_autodiff_matches_exact_torus():
+    # reverse-over-reverse through the truncated-SVD rule, 3 steps = the exact 8-site torus
+    c = staged.specific_heat_autodiff(BETA, trg.truncation_schedule(16, 3, BETA))
+    assert c == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"], rel=1e-10)
+
+
+def test_no_nan_deep_and_near_critical_point():
+    lnz, dlnz = staged.value_and_grad_jax(BETA, trg.truncation_schedule(16, 32, BETA))
+    assert math.isfinite(lnz) and math.isfinite(dlnz)
+    assert -dlnz == pytest.approx(trgad.onsager(BETA)["u"], abs=1e-5)
+    beta = trgad.BETA_C * 0.999
+    lnz, dlnz = staged.value_and_grad_jax(beta, trg.truncation_schedule(16, 30, beta))
+    assert math.isfinite(lnz) and math.isfinite(dlnz)
+    assert -dlnz == pytest.approx(trgad.onsager(beta)["u"], abs=1e-2)
+
+
+def test_bad_input():
+    with pytest.raises(trgad.InputError):
+        staged.value_and_grad_jax(-1.0, [2])
+    with pytest.raises(trgad.InputError):
+        staged.value_and_grad_jax(BETA, [])
+    with pytest.raises(trgad.InputError):
+        staged.run(BETA, [2], engine="torch")
+    with pytest.raises(trgad.InputError):
+        staged.specific_heat(BETA, [2], h=1.0)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "trgad", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_staged_specific_heat_json():
+    r = cli("trg", "--method", "staged", "--steps", "4", "--specific-heat", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["method"] == "staged"
+    assert out["u"] == pytest.approx(-trgad.torus_exact(BETA, 4)["dlnz"], abs=1e-12)
+    assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 4)["d2lnz"], rel=1e-6)
+
+
+def test_cli_staged_engine_json():
+    r = cli("trg", "--method", "staged", "--engine", "keyed", "--steps", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["c"] is None
+    assert out["u"] == pytest.approx(-trgad.torus_exact(BETA, 3)["dlnz"], abs=1e-12)
+    for key in ("transform_seconds", "key_visits", "derivative_ops", "run_seconds"):
+        assert key in out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--method", "magic"], "method='magic'"),
+    (["--method", ""], "method=''"),
+    (["--method", "staged", "--keys", "nope"], "keys='nope'"),
+])
+def test_cli_bad_method_is_one_line_exit_2(args, needle):
+    r = cli("trg", "--steps", "2", *args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
