@@ -343,14 +343,17 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
 
 def trg_growth(steps: Sequence[int] = (1, 2, 3, 4, 5, 6), engine: str = "keyed",
                keys: str = "structural", chi: int = 16, beta: float = 0.3,
-               budget: float = BUDGET, threshold: float = THRESHOLD, window: int = 2) -> Growth:
+               budget: float = BUDGET, threshold: float = THRESHOLD, window: int = 2,
+               execute: bool = True) -> Growth:
     """:func:`growth` for the whole-graph TRG, by number of steps.
 
     Each depth n differentiates lnZ/N of n TRG steps (chi, beta; schedule from
     :func:`trgad.trg.truncation_schedule`) with respect to beta as one graph: on the keyed
     engine (key visits, transform / run / free seconds) or with JAX
     (``make_jaxpr(grad)`` seconds, jaxpr equations; run = a compiled ``jit(grad)`` call).
-    Same verdict rule and budget as :func:`growth`.  Raises InputError for bad arguments.
+    Same verdict rule and budget as :func:`growth`.  ``execute=False`` skips the JAX
+    execution (its ``jit`` compilation costs seconds per step; run_seconds is then None).
+    Raises InputError for bad arguments.
     """
     from . import trg
     from .validate import check_beta, check_chi
@@ -384,11 +387,14 @@ def trg_growth(steps: Sequence[int] = (1, 2, 3, 4, 5, 6), engine: str = "keyed",
             t0 = time.perf_counter()
             jaxpr = jax.make_jaxpr(jax.grad(f))(beta)
             t = min(t, time.perf_counter() - t0)
-        g = jax.jit(jax.grad(f))
-        jax.block_until_ready(g(beta))
-        t0 = time.perf_counter()
-        val = float(jax.block_until_ready(g(beta)))
-        return {"transform_seconds": t, "run_seconds": time.perf_counter() - t0, "free_seconds": None,
+        run, val = None, None
+        if execute:
+            g = jax.jit(jax.grad(f))
+            jax.block_until_ready(g(beta))
+            t0 = time.perf_counter()
+            val = float(jax.block_until_ready(g(beta)))
+            run = time.perf_counter() - t0
+        return {"transform_seconds": t, "run_seconds": run, "free_seconds": None,
                 "key_visits": None, "derivative_ops": len(jaxpr.jaxpr.eqns), "grad": val}
 
     return _sweep(measure_at, steps, engine, keys, budget, threshold, window)
