@@ -13,7 +13,7 @@ visit), and for each page the check asserts:
   no empty glued span, no ``nan``/``inf`` in a glued value (unless listed in
   ``ALLOWED_NONFINITE``), no raw ``np.float64(...)``/``Array(...)`` repr;
 * every image in the page loads with a non-zero natural size, every figure has a caption;
-* no output cell shows a traceback or an error;
+* no output cell shows a traceback or an error, no Markdown table is left as raw text;
 
 and over the whole book, that following the links from the introduction reaches every
 chapter of _toc.yml (the sidebar lists them all, and "next" walks them in order).
@@ -137,9 +137,13 @@ _INSPECT_JS = r"""
       '.cell_output .traceback, .output.traceback, .output.error, .cell_output .error'))
     .map(e => e.innerText.slice(0, 300));
   const outputText = outputs.map(e => e.innerText).join('\n');
+  // a Markdown table that was not rendered as a table (e.g. commonmark output rendering)
+  const rawTables = Array.from(main.querySelectorAll('p'))
+    .map(e => e.innerText).filter(t => /\|\s*:?(-{3,}|[\u2013\u2014]+):?\s*\|/.test(t))
+    .map(t => t.slice(0, 120));
   return {
     title: document.title, h1: text(main.querySelector('h1')).trim(),
-    mainText: text(main), imgs, figures, pasted, errorOutputs, outputText,
+    mainText: text(main), imgs, figures, pasted, errorOutputs, outputText, rawTables,
   };
 }
 """
@@ -233,6 +237,8 @@ def _problems(rel, info):
             problems.append(f"figure without caption: {fig['img']}")
     for err in info["errorOutputs"]:
         problems.append(f"error output cell: {err!r}")
+    for t in info["rawTables"]:
+        problems.append(f"Markdown table shown as text, not as a table: {t!r}")
     if "Traceback (most recent call last)" in info["outputText"]:
         problems.append("an output cell shows a Python traceback")
     return problems
