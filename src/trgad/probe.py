@@ -212,7 +212,11 @@ def _measure_keyed(step, state, is_tuple, depth, keys):
     y = _unroll(step, start, depth, is_tuple)
     if not isinstance(y, eng.Value):
         raise InputError("step must compute with its argument (the result does not depend on it)")
-    d = eng.grad(y, leaves[0])
+    return _engine_row(eng.grad(y, leaves[0]))
+
+
+def _engine_row(d):
+    """Run and free an engine Derivative; its transform, run and free costs as one row."""
     g = float(d.run())
     ops = d.derivative_ops
     d.free()
@@ -370,13 +374,7 @@ def trg_growth(steps: Sequence[int] = (1, 2, 3, 4, 5, 6), engine: str = "keyed",
 
             b = eng.leaf(beta, keys)
             y = trg.lnz_per_site(b, schedule, ops=eng.KeyedOps(keys))
-            d = eng.grad(y, b)
-            g = float(d.run())
-            ops = d.derivative_ops
-            d.free()
-            return {"transform_seconds": d.transform_seconds, "run_seconds": d.run_seconds,
-                    "free_seconds": d.free_seconds, "key_visits": d.key_visits,
-                    "derivative_ops": ops, "grad": g}
+            return _engine_row(eng.grad(y, b))
         import jax
 
         from . import whole
