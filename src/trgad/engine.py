@@ -218,7 +218,12 @@ def rebuild_key(key):
 
 def _postorder(key):
     """Distinct nodes of a key DAG, inputs before users (by object identity)."""
-    seen, order, stack = set(), [], [(key, False)]
+    return _topological([key], lambda node: reversed(node.inputs))
+
+
+def _topological(roots, children):
+    """Distinct nodes reachable from ``roots``, children before parents (by object identity)."""
+    seen, order, stack = set(), [], [(r, False) for r in roots]
     while stack:
         node, expanded = stack.pop()
         if expanded:
@@ -226,7 +231,7 @@ def _postorder(key):
         elif id(node) not in seen:
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((i, False) for i in reversed(node.inputs) if id(i) not in seen)
+            stack.extend((c, False) for c in children(node) if id(c) not in seen)
     return order
 
 
@@ -650,17 +655,8 @@ class Derivative:
 
 def _trace(outputs):
     """Ops reachable from ``outputs`` in the user's eager trace, inputs first (by identity)."""
-    seen, order = set(), []
-    stack = [(v.op, False) for v in outputs if v.op is not None]
-    while stack:
-        op, expanded = stack.pop()
-        if expanded:
-            order.append(op)
-        elif id(op) not in seen:
-            seen.add(id(op))
-            stack.append((op, True))
-            stack.extend((v.op, False) for v in op.inputs if v.op is not None and id(v.op) not in seen)
-    return order
+    return _topological([v.op for v in outputs if v.op is not None],
+                        lambda op: [v.op for v in op.inputs if v.op is not None])
 
 
 def _leaves(ops, outputs):
