@@ -99,3 +99,37 @@ def test_svd_rule_matches_finite_differences_with_degenerate_spectrum():
     assert g == pytest.approx(fd, rel=1e-7)
     with pytest.raises(ValueError, match="k=20"):
         trgad.truncated_svd(jax.numpy.eye(4), 20)
+
+
+@pytest.mark.parametrize("m, p", [(12, 12), (12, 7), (7, 12)])
+def test_resolvent_equals_linear_solves_and_its_rule_equals_finite_differences(m, p):
+    from trgad import svd
+
+    rng = np.random.default_rng(m + p)
+    P = rng.normal(size=(m, p))
+    W_all, w_all, Vh_all = np.linalg.svd(P, full_matrices=False)
+    W, w = W_all[:, 2:], w_all[2:]          # eigenbasis of the part kept in P below
+    P = P - (W_all[:, :2] * w_all[:2]) @ Vh_all[:2]
+    shifts = w_all[:2] ** 2
+    R = rng.normal(size=(m, 2))
+    oracle = np.stack([np.linalg.solve(sh * np.eye(m) - P @ P.T, R[:, i]) for i, sh in enumerate(shifts)], 1)
+    assert np.allclose(svd.resolvent(np, P, shifts, R, W, w), oracle, rtol=1e-11, atol=1e-12)
+    jnp = jax.numpy
+    args = [jnp.asarray(a) for a in (P, shifts, R, W, w)]
+    assert np.allclose(svd.resolvent(jnp, *args), oracle, rtol=1e-11, atol=1e-12)
+
+    # Reverse rule against central differences of the oracle, in P, shifts and R at once.
+    dirs = [rng.normal(size=a.shape) for a in (P, shifts, R)]
+    C = rng.normal(size=(m, 2))
+
+    def loss_oracle(x):
+        Px, sx, Rx = (a + x * d for a, d in zip((P, shifts, R), dirs))
+        return sum(C[:, i] @ np.linalg.solve(sx[i] * np.eye(m) - Px @ Px.T, Rx[:, i]) for i in range(2))
+
+    def loss(x):
+        Px, sx, Rx = (a + x * d for a, d in zip(args[:3], dirs))
+        return jnp.sum(C * svd.resolvent(jnp, Px, sx, Rx, args[3], args[4]))
+
+    h = 1e-6
+    fd = (loss_oracle(h) - loss_oracle(-h)) / (2 * h)
+    assert float(jax.grad(loss)(0.0)) == pytest.approx(fd, rel=1e-7)
