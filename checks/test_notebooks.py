@@ -4,7 +4,8 @@ For every page in _toc.yml: jupytext reads the MyST Markdown file as a notebook 
 Jupyter does with jupytext installed), and nbclient runs it top to bottom in a fresh
 ``python3`` kernel whose working directory is a fresh, empty temporary folder, so a page
 that depends on a file next to it, on the build's working directory, or on state left by
-another page fails here.  Any cell that raises fails the test.
+another page fails here.  Any cell that raises fails the test, and so does a figure that
+the built page shows (``{glue:figure}``) but a Jupyter reader would not see as an image.
 
 Speed: the kernel gets ``TRGAD_PREVIEW=1`` unless ``TRGAD_PREVIEW`` is already set in the
 environment (``TRGAD_PREVIEW=0 pytest checks/test_notebooks.py`` runs the full story).
@@ -15,6 +16,7 @@ the smaller caps keep CI quick without changing what is tested.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 
@@ -63,5 +65,13 @@ def test_chapter_runs_in_fresh_kernel(docname):
                         f"(cwd {cwd}):\n{err}", pytrace=False)
         seconds = time.perf_counter() - t0
         leftovers = sorted(os.listdir(cwd))
+    figures = re.findall(r"^```\{glue:figure\}\s+(\S+)", path.read_text(), flags=re.M)
+    shown = {out.get("metadata", {}).get("scrapbook", {}).get("name")
+             for c in nb.cells if c.cell_type == "code" for out in c.get("outputs", [])
+             if "image/png" in out.get("data", {})}
+    hidden = [name for name in figures if name not in shown]
+    assert not hidden, (f"{path.name}: figures {hidden} are glued with display=False, so a "
+                        f"Jupyter reader never sees them; glue them with display=True in a "
+                        f"remove-cell cell")
     print(f"{docname}: ran {len(code_cells)} code cells in {seconds:.1f} s"
           + (f"; wrote {leftovers} into its working directory" if leftovers else ""))

@@ -19,6 +19,8 @@ REPEATS = 1 if PREVIEW else 3
 PHENOMENON_STEPS = (1, 2, 3, 4, 5) if PREVIEW else (1, 2, 3, 4, 5, 20)
 #: Number of beta values in the u(beta) scan of the Ising chapter.
 BETA_POINTS = 7 if PREVIEW else 21
+#: TRG steps for the whole-graph automatic second derivative in the staged chapter.
+AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
 
