@@ -109,6 +109,7 @@ def resolvent(xp, P, shifts, R, W, w):
 
     Parameters
     ----------
+    xp : module, ``numpy`` or ``jax.numpy``
     P : (m, p) array, with P P^T = W diag(w**2) W^T (W (m, q) orthonormal columns)
     shifts : (k,) array, each above the spectrum (shifts > max(w**2), shifts > 0)
     R : (m, k) array
@@ -118,7 +119,9 @@ def resolvent(xp, P, shifts, R, W, w):
     -------
     (m, k) array.  On the complement of W, P P^T is zero, so
     X = R / shifts + W [(1/(shifts - w^2) - 1/shifts) * (W^T R)]: matrix products only,
-    instead of one LU factorisation of an m x m matrix per shift.
+    instead of one LU factorisation of an m x m matrix per shift.  Nothing is checked: a
+    shift equal to some w**2 (a kept singular value degenerate with a discarded one) gives
+    inf, exactly where the linear system is singular and no truncation is differentiable.
 
     With JAX the function is a ``custom_vjp`` whose reverse rule calls the resolvent again
     (R_bar = Z, P_bar = Z (X^T P) + X (Z^T P), shifts_bar = -sum_rows Z*X with
