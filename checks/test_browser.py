@@ -14,6 +14,8 @@ visit), and for each page the check asserts:
   ``ALLOWED_NONFINITE``), no raw ``np.float64(...)``/``Array(...)`` repr;
 * every image in the page loads with a non-zero natural size, every figure has a caption;
 * no output cell shows a traceback or an error, no Markdown table is left as raw text;
+* every formula is typeset by MathJax, which the book serves itself (sphinx-mathjax-offline):
+  no formula left as raw TeX, no MathJax TeX error (e.g. an unknown macro);
 
 and over the whole book, that following the links from the introduction reaches every
 chapter of _toc.yml (the sidebar lists them all, and "next" walks them in order).
@@ -141,9 +143,15 @@ _INSPECT_JS = r"""
   const rawTables = Array.from(main.querySelectorAll('p'))
     .map(e => e.innerText).filter(t => /\|\s*:?(-{3,}|[\u2013\u2014]+):?\s*\|/.test(t))
     .map(t => t.slice(0, 120));
+  const math = Array.from(main.querySelectorAll('.math'));
+  const rawMath = math.filter(e => !e.querySelector('mjx-container'))
+    .map(e => e.textContent.trim().slice(0, 80));
+  const mathErrors = Array.from(main.querySelectorAll('mjx-merror'))
+    .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 120));
   return {
     title: document.title, h1: text(main.querySelector('h1')).trim(),
     mainText: text(main), imgs, figures, pasted, errorOutputs, outputText, rawTables,
+    nMath: math.length, rawMath, mathErrors,
   };
 }
 """
@@ -176,8 +184,16 @@ def _inspect(browser, url, screenshot_path):
         response = page.goto(url, wait_until="load", timeout=NAV_TIMEOUT_MS)
         try:
             page.wait_for_load_state("networkidle", timeout=15_000)
-        except Exception:  # external resources (MathJax CDN) may be slow; not fatal
+        except Exception:  # a slow resource is not fatal; the checks below say what is missing
             pass
+        # MathJax typesets after "load"; its startup promise resolves when it has finished.
+        if page.query_selector(".math"):
+            try:
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                       timeout=15_000)
+                page.evaluate("() => MathJax.startup.promise")
+            except Exception:  # MathJax never started: reported below as raw TeX
+                pass
         # images are decoded by the time "load" fires; wait for any still pending
         page.wait_for_function(
             "() => Array.from(document.images).every(i => i.complete)", timeout=15_000)
@@ -239,6 +255,11 @@ def _problems(rel, info):
         problems.append(f"error output cell: {err!r}")
     for t in info["rawTables"]:
         problems.append(f"Markdown table shown as text, not as a table: {t!r}")
+    if info["rawMath"]:
+        problems.append(f"{len(info['rawMath'])} of {info['nMath']} formulas not typeset by "
+                        f"MathJax, e.g. {info['rawMath'][0]!r}")
+    for err in info["mathErrors"]:
+        problems.append(f"MathJax error: {err!r}")
     if "Traceback (most recent call last)" in info["outputText"]:
         problems.append("an output cell shows a Python traceback")
     return problems
