@@ -38,6 +38,8 @@ def test_trg_human_summary():
     (["--steps", "x"], "steps='x'"),
     (["--engine", "torch"], "engine='torch'"),
     (["--method", "magic"], "method='magic'"),
+    (["--steps", "65"], "steps=65"),
+    (["--timeout", "0"], "timeout=0.0"),
 ])
 def test_trg_bad_input_is_one_line(args, needle):
     r = run("trg", *args)
@@ -46,3 +48,20 @@ def test_trg_bad_input_is_one_line(args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_keyed_whole_graph_is_capped_by_timeout():
+    # 5 steps with structural keys does not return (the book's phenomenon): the command
+    # gives up after --timeout, kills its child process, says so and exits 3.
+    r = run("trg", "--steps", "5", "--engine", "keyed", "--timeout", "2", "--json")
+    assert r.returncode == 3 and r.stdout == ""
+    last = r.stderr.strip().splitlines()[-1]
+    assert "did not return within 2 s" in last and "--method staged" in last
+    assert "Traceback" not in r.stderr
+
+
+def test_keyed_whole_graph_within_timeout_returns_json():
+    r = run("trg", "--steps", "2", "--engine", "keyed", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["keys"] == "structural" and out["u"] == pytest.approx(-1.277612005080206, rel=1e-12)

@@ -11,6 +11,7 @@ import math
 import sys
 import time
 
+from .timing import run_with_timeout
 from .validate import InputError, check_beta, check_chi, check_choice, check_int, check_positive, check_steps
 
 ENGINES = ("jax", "keyed")
@@ -31,9 +32,12 @@ def _parser():
     t = sub.add_parser("trg", help="lnZ/N and u = -d(lnZ/N)/d beta of the Ising model by TRG")
     t.add_argument("--beta", default="0.3", help="inverse temperature > 0 (default 0.3)")
     t.add_argument("--chi", default="16", help="bond dimension >= 2 (default 16)")
-    t.add_argument("--steps", default="20", help="TRG steps >= 1; 2**steps sites (default 20)")
+    t.add_argument("--steps", default="20", help="TRG steps in [1, 64]; 2**steps sites (default 20)")
     t.add_argument("--engine", default="jax", help="jax | keyed (default jax)")
-    t.add_argument("--keys", default="structural", help="keyed engine: structural | interned")
+    t.add_argument("--keys", default="structural",
+                   help="keyed engine: structural | interned (default structural)")
+    t.add_argument("--timeout", default="60",
+                   help="keyed engine, whole graph: give up after this many seconds (default 60)")
     t.add_argument("--method", default="whole", help="whole | staged (default whole)")
     t.add_argument("--specific-heat", action="store_true", help="also compute c (staged method)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,14 +46,14 @@ def _parser():
     c.add_argument("--depth", default="20", help="layers >= 1 (default 20)")
     c.add_argument("--fanout", default="2", help="uses of each value per layer, >= 1 (default 2)")
     c.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    c.add_argument("--keys", default="structural", help="structural | interned")
+    c.add_argument("--keys", default="structural", help="structural | interned (default structural)")
     c.add_argument("--x0", default="1.1", help="point of differentiation (default 1.1)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
     q = sub.add_parser("probe", help="does the transform grow exponentially with depth?")
     q.add_argument("--graph", default="chain", help="chain | trg | power | newton | evolve")
     q.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    q.add_argument("--keys", default="structural", help="structural | interned")
+    q.add_argument("--keys", default="structural", help="structural | interned (default structural)")
     q.add_argument("--budget", default="20", help="time budget in seconds (default 20)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -67,6 +71,7 @@ def _cmd_trg(a):
     engine = check_choice("engine", a.engine, ENGINES)
     keys = check_choice("keys", a.keys, KEYS)
     method = check_choice("method", a.method, METHODS)
+    timeout = check_positive("timeout", a.timeout)
     from . import trg
 
     schedule = trg.truncation_schedule(chi, steps, beta)
@@ -86,16 +91,22 @@ def _cmd_trg(a):
         res = staged.run(beta, schedule, engine=engine, keys=keys, specific_heat=a.specific_heat)
         out.update(res)
     else:
-        from . import engine as keyed
-
         if a.specific_heat:
             raise InputError("--specific-heat needs --method staged")
         if keys == "structural" and steps >= 4:
             print(f"trgad: note: steps={steps} with structural keys is the exponential case this "
-                  "book is about; 3 steps take seconds, 4 may not return (Ctrl-C stops it)",
-                  file=sys.stderr)
+                  f"book is about; 3 steps take seconds, 4 may not return within --timeout "
+                  f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        out.update(keyed.trg_whole(beta, schedule, keys=keys))
+        # In a child process with a hard timeout: the exponential case must not hang the shell.
+        run = run_with_timeout("trgad.engine:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+                               timeout=timeout)
+        if not run.returned:
+            why = run.error or f"did not return within {timeout:g} s (process killed)"
+            print(f"trgad: error: whole-graph transform, keyed engine, {keys} keys, steps={steps}: "
+                  f"{why}; try --method staged, --keys interned or a larger --timeout", file=sys.stderr)
+            return 3
+        out.update(run.value)
     out["seconds"] = time.perf_counter() - t0
     if a.json:
         print(json.dumps(out))
@@ -158,7 +169,7 @@ def _finite(name, value):
 
 
 def main(argv=None):
-    """Entry point; returns the exit status (0 ok, 2 bad input)."""
+    """Entry point; returns the exit status (0 ok, 2 bad input, 3 a capped run timed out)."""
     try:
         a = _parser().parse_args(argv)
         return {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}[a.command](a)

@@ -57,8 +57,13 @@ def check_chi(chi):
     return check_int("chi", chi, 2)
 
 
-def check_steps(steps, high=None):
-    """Number of TRG steps (the lattice has 2**steps sites): an integer >= 1."""
+#: Most TRG steps accepted.  Step i enters lnZ/N with weight 2**-i, so beyond about 55 steps
+#: (2**-53 = float64 resolution) further steps cannot change the result; 64 leaves a margin.
+MAX_STEPS = 64
+
+
+def check_steps(steps, high=MAX_STEPS):
+    """Number of TRG steps (the lattice has 2**steps sites): an integer in [1, MAX_STEPS]."""
     return check_int("steps", steps, 1, high)
 
 
