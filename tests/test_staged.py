@@ -43,6 +43,21 @@ def test_few_programs_for_many_steps(staged20):
     assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
 
 
+def test_full_size_steps_follow_the_input_bond_dimension(schedule20):
+    # chi = 16: inputs of steps 0-3 have D = 2, 2, 4, 4; step 3 keeps 16 but its input is D = 4.
+    assert schedule20[:4] == [2, 4, 4, 16]
+    assert staged.full_size_steps(schedule20) == list(range(4, 20))
+    assert staged.full_size_steps(schedule20[:10]) == list(range(4, 10))
+    assert staged.full_size_steps([2]) == [0]
+
+
+def test_engine_per_step_rows_carry_forward_time():
+    r = staged.value_and_grad_engine(BETA, trg.truncation_schedule(16, 5, BETA))
+    steps = [row for row in r["per_step"] if row["stage"].startswith("step")]
+    assert len(steps) == 5 and all(row["forward_seconds"] > 0 for row in steps)
+    assert sum(row["forward_seconds"] for row in steps) <= r["forward_seconds"]
+
+
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
 def test_staged_matches_exact_torus(steps):
     ex = trgad.torus_exact(BETA, steps)

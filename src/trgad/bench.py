@@ -51,10 +51,10 @@ def format(out):
     for key, label in (("forward", "forward lnZ/N, jit"), ("whole", "whole-graph value_and_grad, jit"),
                        ("staged", "staged value_and_grad")):
         if key in out:
-            lines.append(f"{label:36s} first call {out[key + '_first']:8.3f} s   steady {out[key]:8.3f} s")
-    lines.append(f"whole / forward steady-state ratio   {out['whole_over_forward']:.2f}")
+            lines.append(f"{label:32s} first {out[key + '_first']:7.3f} s  steady {out[key]:7.3f} s")
+    lines.append(f"{'whole over forward':32s} {out['whole_over_forward']:.2f}")
     for key in ("staged_over_whole", "staged_over_forward", "staged_first_over_whole_first",
-                "engine_staged_ratio"):
+                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
         if key in out:
-            lines.append(f"{key.replace('_', ' '):36s} {out[key]:.2f}")
+            lines.append(f"{key.replace('_', ' '):32s} {out[key]:.2f}")
     return "\n".join(lines)

@@ -192,7 +192,9 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     dict with ``lnz_per_site``, ``dlnz`` (floats), ``transform_seconds`` (sum over all VJP
     transforms), ``run_seconds`` (sum of executing the derivative programs),
     ``forward_seconds``, ``key_visits`` and ``derivative_ops`` (sums over the VJPs), and
-    ``per_step`` (list of dicts with the same figures for each step's VJP, last step first).
+    ``per_step`` (list of dicts with the same figures for each step's VJP, last step first,
+    plus ``forward_seconds``: that step's share of the forward pass; 0 for the trace and the
+    initial tensor).
 
     Raises
     ------
@@ -212,13 +214,15 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     T0 = ising.initial_tensor(beta_leaf, ops)
     stages = []          # (leaf, T_next, ln) per step
     current = _concrete(T0)
-    ln_values = []
+    ln_values, step_forward = [], []
     for k in ks:
+        t_step = time.perf_counter()
         leaf = eng.leaf(current, keys=keys)
         T_next, ln = trg.trg_step(leaf, int(k), ops)
         stages.append((leaf, T_next, ln))
         current = _concrete(T_next)
         ln_values.append(float(_concrete(ln)))
+        step_forward.append(time.perf_counter() - t_step)
     last_leaf = eng.leaf(current, keys=keys)
     tail = ops.log(trg.torus_trace(last_leaf, ops))
     tail_value = float(_concrete(tail))
@@ -228,14 +232,15 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     totals = {"transform_seconds": 0.0, "run_seconds": 0.0, "key_visits": 0, "derivative_ops": 0}
     per_step = []
 
-    def pull(outputs, wrt, cotangents, label):
+    def pull(outputs, wrt, cotangents, label, forward=0.0):
         d = eng.vjp(outputs, wrt, cotangents)
         t1 = time.perf_counter()
         grad = d.run()
         run = time.perf_counter() - t1
         d.free()
         row = {"stage": label, "transform_seconds": float(d.transform_seconds), "run_seconds": run,
-               "key_visits": int(d.key_visits), "derivative_ops": int(d.derivative_ops)}
+               "key_visits": int(d.key_visits), "derivative_ops": int(d.derivative_ops),
+               "forward_seconds": forward}
         per_step.append(row)
         for name in totals:
             totals[name] += row[name]
@@ -245,7 +250,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     for i in range(n - 1, -1, -1):
         leaf, T_next, ln = stages[i]
         # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
-        ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}")
+        ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_forward[i])
     dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
     out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)), "forward_seconds": forward_seconds,
            "per_step": per_step}
@@ -340,6 +345,17 @@ def run(beta, schedule, engine="jax", keys="structural", specific_heat=False):
     return out
 
 
+def full_size_steps(schedule):
+    """Indices of the steps whose input tensor has the schedule's largest bond dimension.
+
+    Step i's input has bond dimension ``schedule[i - 1]`` (2 for step 0, the Ising tensor);
+    steps with a smaller input cost far less (at chi = 16: steps 0-3, inputs of D <= 4).
+    """
+    ks = _schedule(schedule)
+    dims = [2] + list(ks[:-1])
+    return [i for i, d in enumerate(dims) if d == max(dims)]
+
+
 def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     """Staged timings for :func:`trgad.bench.run` (seconds, wall clock, one process).
 
@@ -351,7 +367,13 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       for n in ``engine_steps`` (the first n entries of ``schedule``, or a schedule of n
       steps at the same chi), and ``engine_staged_ratio`` = time at the last n over the first;
       ``engine_transform_<n>`` / ``engine_key_visits_<n>`` and their ratios (the transform
-      alone); skipped (``engine_error``) if :mod:`trgad.engine` is not available.
+      alone); ``engine_full_size_steps_<n>`` (steps whose input has the schedule's largest
+      bond dimension; the earlier ones are tiny), ``engine_linear_ratio`` (their ratio: what
+      a cost linear in the steps predicts for ``engine_staged_ratio``),
+      ``engine_step_cost_<n>`` (mean forward + transform + run time of a full-size step) and
+      ``engine_step_cost_ratio`` (about 1 when the cost is linear); skipped
+      (``engine_error``) if :mod:`trgad.engine` is not available.  Engine times are the
+      minimum of ``repeats`` after one warm-up.
 
     The ratios to the whole graph and forward pass are formed by :func:`trgad.bench.run`.
     """
@@ -374,14 +396,22 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     chi = chi or max(ks)
     for n in engine_steps:
         sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        t = time_call(lambda: value_and_grad_engine(beta, sched), warmup=0, repeats=1)
+        t = time_call(lambda: value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
         out[f"engine_staged_{n}"] = t.min
         out[f"engine_transform_{n}"] = t.value["transform_seconds"]
         out[f"engine_key_visits_{n}"] = t.value["key_visits"]
+        full = full_size_steps(sched)
+        rows = {r["stage"]: r for r in t.value["per_step"]}
+        costs = [sum(rows[f"step {i}"][x] for x in ("forward_seconds", "transform_seconds", "run_seconds"))
+                 for i in full]
+        out[f"engine_full_size_steps_{n}"] = len(full)
+        out[f"engine_step_cost_{n}"] = sum(costs) / len(costs)
     if len(engine_steps) >= 2:
         a, b = engine_steps[0], engine_steps[-1]
         out["engine_staged_ratio"] = out[f"engine_staged_{b}"] / out[f"engine_staged_{a}"]
         out["engine_transform_ratio"] = out[f"engine_transform_{b}"] / out[f"engine_transform_{a}"]
         out["engine_key_visits_ratio"] = out[f"engine_key_visits_{b}"] / out[f"engine_key_visits_{a}"]
+        out["engine_linear_ratio"] = out[f"engine_full_size_steps_{b}"] / out[f"engine_full_size_steps_{a}"]
+        out["engine_step_cost_ratio"] = out[f"engine_step_cost_{b}"] / out[f"engine_step_cost_{a}"]
         out["engine_staged_steps"] = [a, b]
     return out
