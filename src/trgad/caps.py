@@ -29,4 +29,4 @@ def describe():
     """One line naming the caps in force (pages print it)."""
     mode = "preview (TRGAD_PREVIEW set)" if PREVIEW else "full"
     return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
-            f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} timed repeat(s) after a warm-up")
+            f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} repeat(s) after a warm-up")

@@ -431,8 +431,10 @@ def power_step(state):
     """One power-iteration step for A = [[2, 1], [1, 3]]: v <- A v / (sum of A v).
 
     The 1-norm of a positive vector needs no abs or sqrt; the first component converges to
-    the dominant eigenvector's first entry.  Each component feeds both new components and
-    the norm: fan-out 3 per value.
+    the dominant eigenvector's first entry.  Each old component feeds both a2 and b2, and
+    each of those is used twice (numerator and norm), so every old component reaches every
+    new one along 3 paths: the path-count matrix per step is [[3, 3], [3, 3]] (largest
+    eigenvalue 6, the asymptotic base of a structural key walk).
     """
     a, b = state
     a2 = 2.0 * a + b
@@ -449,8 +451,10 @@ def newton_step(x):
 def evolve_step(state, dt=0.1):
     """Symplectic Euler for a harmonic oscillator: p <- p - dt q; q <- q + dt p.
 
-    A linear time-evolution loop: every operation is linear, yet each of q and p feeds
-    both new values, so a structural key of q after n steps holds about 2**n paths.
+    A linear time-evolution loop: every operation is linear, yet q and p feed each other.
+    Paths per step: p2 <- (q: 1, p: 1), q2 <- (q: 2, p: 1), a path-count matrix
+    [[2, 1], [1, 1]] whose largest eigenvalue is (3 + sqrt 5)/2 = 2.618 (the golden ratio
+    squared), so a structural key of q after n steps holds about 2.618**n paths.
     """
     q, p = state
     p2 = p - dt * q
