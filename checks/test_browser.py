@@ -15,7 +15,8 @@ visit), and for each page the check asserts:
 * every image in the page loads with a non-zero natural size, every figure has a caption;
 * no output cell shows a traceback or an error, no Markdown table is left as raw text;
 * every formula is typeset by MathJax, which the book serves itself (sphinx-mathjax-offline):
-  no formula left as raw TeX, no MathJax TeX error (e.g. an unknown macro);
+  no formula left as raw TeX (in a math element or as ``$...$`` text), no MathJax TeX
+  error (e.g. an unknown macro);
 
 and over the whole book, that following the links from the introduction reaches every
 chapter of _toc.yml (the sidebar lists them all, and "next" walks them in order).
@@ -146,12 +147,16 @@ _INSPECT_JS = r"""
   const math = Array.from(main.querySelectorAll('.math'));
   const rawMath = math.filter(e => !e.querySelector('mjx-container'))
     .map(e => e.textContent.trim().slice(0, 80));
+  // $...$ that reached the page as text (e.g. a glued Markdown string parsed without dollarmath)
+  const rawDollar = Array.from(main.querySelectorAll('p, li, td, figcaption'))
+    .filter(e => !e.closest('.cell_output, pre, code'))
+    .map(e => e.innerText).map(s => (s.match(/\$[^$\s][^$]*\$/) || [''])[0]).filter(s => s).map(s => s.slice(0, 120));
   const mathErrors = Array.from(main.querySelectorAll('mjx-merror'))
     .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 120));
   return {
     title: document.title, h1: text(main.querySelector('h1')).trim(),
     mainText: text(main), imgs, figures, pasted, errorOutputs, outputText, rawTables,
-    nMath: math.length, rawMath, mathErrors,
+    nMath: math.length, rawMath, mathErrors, rawDollar,
   };
 }
 """
@@ -258,6 +263,8 @@ def _problems(rel, info):
     if info["rawMath"]:
         problems.append(f"{len(info['rawMath'])} of {info['nMath']} formulas not typeset by "
                         f"MathJax, e.g. {info['rawMath'][0]!r}")
+    for s in info["rawDollar"]:
+        problems.append(f"TeX left as $...$ text (not typeset): {s!r}")
     for err in info["mathErrors"]:
         problems.append(f"MathJax error: {err!r}")
     if "Traceback (most recent call last)" in info["outputText"]:
