@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 
 from .timing import run_with_timeout
-from .validate import InputError, check_beta, check_chi, check_choice, check_int, check_positive, check_steps
+from .validate import InputError, check_beta, check_chi, check_choice, check_finite, check_int, check_positive, check_steps
 
 ENGINES = ("jax", "keyed")
 KEYS = ("structural", "interned")
@@ -123,7 +122,7 @@ def _cmd_chain(a):
     fanout = check_int("fanout", a.fanout, 1)
     engine = check_choice("engine", a.engine, ENGINES)
     keys = check_choice("keys", a.keys, KEYS)
-    x0 = _finite("x0", a.x0)
+    x0 = check_finite("x0", a.x0)
     from . import chain
 
     out = chain.run(depth, fanout, engine=engine, keys=keys, x0=x0)
@@ -156,16 +155,6 @@ def _cmd_bench(a):
                     repeats=check_int("repeats", a.repeats, 1))
     print(json.dumps(out) if a.json else bench.format(out))
     return 0
-
-
-def _finite(name, value):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name}={value!r} is not a number") from None
-    if not math.isfinite(v):
-        raise InputError(f"{name}={v!r} is out of range: {name} must be a finite number")
-    return v
 
 
 def main(argv=None):

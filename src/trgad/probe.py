@@ -43,7 +43,7 @@ import math
 import time
 from typing import Callable, Sequence
 
-from .validate import InputError, check_choice, check_int, check_positive
+from .validate import InputError, check_choice, check_finite, check_int, check_positive
 
 ENGINES = ("keyed", "jax")
 KEYS = ("structural", "interned", "memo")
@@ -184,13 +184,7 @@ def _as_state(x0):
         raise InputError("x0=() is out of range: give a number or a tuple of numbers")
     out = []
     for v in items:
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            raise InputError(f"x0={x0!r} is not a number or a tuple of numbers") from None
-        if not math.isfinite(f):
-            raise InputError(f"x0={x0!r} is out of range: x0 must be finite")
-        out.append(f)
+        out.append(check_finite("x0", v))
     return tuple(out), isinstance(x0, (tuple, list))
 
 

@@ -44,6 +44,14 @@ def check_beta(beta):
     return b
 
 
+def check_finite(name, value):
+    """A finite float (a point of differentiation, a starting value)."""
+    v = _number(name, value, float)
+    if not math.isfinite(v):
+        raise InputError(f"{name}={v!r} is out of range: {name} must be a finite number")
+    return v
+
+
 def check_positive(name, value):
     """A finite float > 0 (used for time caps and step sizes)."""
     v = _number(name, value, float)
