@@ -18,9 +18,12 @@ import decimal
 import math
 import time
 
+from .keys import STRATEGIES
 from .validate import check_choice, check_int
 
 ENGINES = ("keyed", "jax")
+#: Differentiation modes of :func:`run`; the last is the keyed engine's only.
+MODES = ("reverse", "forward", "forward_eager")
 
 
 def build(x, depth, fanout):
@@ -55,7 +58,7 @@ def analytic_grad(depth, fanout, x0):
     return float(value)
 
 
-def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
+def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"):
     """Differentiate the chain of ``depth`` layers and fan-out ``fanout`` at ``x0``.
 
     Parameters
@@ -63,34 +66,45 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
     depth : int >= 1, layers.
     fanout : int >= 1, factors of the same value per layer (uses of each value).
     engine : "keyed" (this project's graph engine, :mod:`trgad.engine`) or "jax".
-    keys : key strategy of the keyed engine: "structural", "interned" or "memo"
+    keys : key strategy of the keyed engine, one of :data:`trgad.keys.STRATEGIES`
         (ignored by JAX, reported as None).
     x0 : float, point of differentiation.
+    mode : one of :data:`MODES`: "reverse" (keyed ``vjp`` / ``jax.grad``), "forward" (the
+        keyed engine's graph-to-graph ``jvp`` / ``jax.jvp``) or "forward_eager" (keyed
+        engine only: ``jvp_eager``, tangents along the trace by identity, no key lookups).
 
     Returns
     -------
-    dict (JSON-serialisable) with ``depth``, ``fanout``, ``engine``, ``keys``,
-    ``transform_seconds`` (keyed: the transform; JAX: ``make_jaxpr(grad)``, i.e. tracing plus
-    the transform), ``key_visits`` (keyed: exact count; JAX: None), ``derivative_ops``
-    (keyed: instructions of the derivative program; JAX: equations of the gradient's
-    jaxpr), ``grad`` (d y_D / d x0; None if not finite), ``analytic_grad``, and for the
-    keyed engine ``run_seconds`` and ``free_seconds``.
+    dict (JSON-serialisable) with ``depth``, ``fanout``, ``engine``, ``keys``, ``mode``,
+    ``transform_seconds`` (keyed: the transform; JAX: ``make_jaxpr`` of the derivative, i.e.
+    tracing plus the transform), ``key_visits`` (keyed: exact count; JAX: None),
+    ``derivative_ops`` (keyed: instructions of the derivative program, or tangent operations
+    computed by ``forward_eager``; JAX: equations of the derivative's jaxpr), ``grad``
+    (d y_D / d x0; None if not finite), ``analytic_grad``, and for the keyed engine
+    ``run_seconds`` and ``free_seconds``.
 
-    Raises InputError for depth < 1, fanout < 1, or an unknown engine or keys.
+    Raises InputError for depth < 1, fanout < 1, or an unknown engine, keys or mode
+    (``forward_eager`` with JAX included).
     """
     from . import engine as keyed
 
     depth = check_int("depth", depth, 1)
     fanout = check_int("fanout", fanout, 1)
     engine = check_choice("engine", engine, ENGINES)
-    keys = check_choice("keys", keys, keyed.STRATEGIES)
+    keys = check_choice("keys", keys, STRATEGIES)
+    mode = check_choice("mode", mode, MODES if engine == "keyed" else MODES[:2])
     x0 = float(x0)
     out = {"depth": depth, "fanout": fanout, "engine": engine,
-           "keys": keys if engine == "keyed" else None}
+           "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":
         x = keyed.leaf(x0, keys)
-        d = keyed.grad(build(x, depth, fanout), x)
-        g = float(d.run())
+        y = build(x, depth, fanout)
+        if mode == "reverse":
+            d = keyed.grad(y, x)
+            g = float(d.run())
+        else:
+            d = (keyed.jvp if mode == "forward" else keyed.jvp_eager)([y], x, 1.0)
+            g = float(d.run()[0])
         d.free()
         out.update(transform_seconds=d.transform_seconds, key_visits=d.key_visits,
                    derivative_ops=d.derivative_ops, run_seconds=d.run_seconds,
@@ -99,10 +113,11 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
         import jax
 
         f = lambda x: build(x, depth, fanout)  # noqa: E731
+        df = jax.grad(f) if mode == "reverse" else (lambda x: jax.jvp(f, (x,), (1.0,))[1])  # noqa: E731
         t0 = time.perf_counter()
-        jaxpr = jax.make_jaxpr(jax.grad(f))(x0)
+        jaxpr = jax.make_jaxpr(df)(x0)
         seconds = time.perf_counter() - t0
-        g = float(jax.grad(f)(x0))
+        g = float(df(x0))
         out.update(transform_seconds=seconds, key_visits=None, derivative_ops=len(jaxpr.jaxpr.eqns))
     out["grad"] = g if math.isfinite(g) else None
     out["analytic_grad"] = analytic_grad(depth, fanout, x0)
@@ -111,7 +126,8 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1):
     return out
 
 
-def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds=None, repeats=1):
+def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds=None, repeats=1,
+          mode="reverse"):
     """:func:`run` for each depth in ``depths`` (ascending), stopping after the first whose
     transform takes longer than ``cap_seconds`` (None: no cap).
 
@@ -125,7 +141,7 @@ def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds
     repeats = check_int("repeats", repeats, 1)
 
     def measure(depth):
-        rows = [run(depth, fanout, engine=engine, keys=keys, x0=x0) for _ in range(repeats)]
+        rows = [run(depth, fanout, engine=engine, keys=keys, x0=x0, mode=mode) for _ in range(repeats)]
         best = min(rows, key=lambda r: r["transform_seconds"])
         return best
 

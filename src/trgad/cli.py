@@ -98,7 +98,7 @@ def _cmd_trg(a):
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
         # In a child process with a hard timeout: the exponential case must not hang the shell.
-        run = run_with_timeout("trgad.engine:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+        run = run_with_timeout("trgad.whole:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
                                timeout=timeout)
         if not run.returned:
             why = run.error or f"did not return within {timeout:g} s (process killed)"

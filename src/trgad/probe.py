@@ -43,10 +43,10 @@ import math
 import time
 from typing import Callable, Sequence
 
+from .keys import STRATEGIES
 from .validate import InputError, check_choice, check_finite, check_int, check_positive
 
 ENGINES = ("keyed", "jax")
-KEYS = ("structural", "interned", "memo")
 #: Default per-layer ratio above which growth counts as exponential (see the module docstring).
 THRESHOLD = 1.5
 #: Degree of the largest polynomial growth the verdict tolerates.
@@ -158,7 +158,7 @@ def classify(depths, costs, threshold=THRESHOLD, window=2, degree=POLY_DEGREE):
 
 def _check_common(engine, keys, budget, threshold, window):
     engine = check_choice("engine", engine, ENGINES)
-    keys = check_choice("keys", keys, KEYS)
+    keys = check_choice("keys", keys, STRATEGIES)
     budget = check_positive("budget", budget)
     threshold = check_positive("threshold", threshold)
     if threshold <= 1:
@@ -199,14 +199,14 @@ def _unroll(step, state, depth, is_tuple):
 
 
 def _measure_keyed(step, state, is_tuple, depth, keys):
-    from . import engine as eng
+    from . import engine as keyed
 
-    leaves = [eng.leaf(v, keys) for v in state]
+    leaves = [keyed.leaf(v, keys) for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     y = _unroll(step, start, depth, is_tuple)
-    if not isinstance(y, eng.Value):
+    if not isinstance(y, keyed.Value):
         raise InputError("step must compute with its argument (the result does not depend on it)")
-    return _engine_row(eng.grad(y, leaves[0]))
+    return _engine_row(keyed.grad(y, leaves[0]))
 
 
 def _engine_row(d):
@@ -364,11 +364,12 @@ def trg_growth(steps: Sequence[int] = (1, 2, 3, 4, 5, 6), engine: str = "keyed",
     def measure_at(n):
         schedule = full[:n]
         if engine == "keyed":
-            from . import engine as eng
+            from . import engine as keyed
+            from .whole import KeyedOps
 
-            b = eng.leaf(beta, keys)
-            y = trg.lnz_per_site(b, schedule, ops=eng.KeyedOps(keys))
-            return _engine_row(eng.grad(y, b))
+            b = keyed.leaf(beta, keys)
+            y = trg.lnz_per_site(b, schedule, ops=KeyedOps(keys))
+            return _engine_row(keyed.grad(y, b))
         import jax
 
         from . import whole
@@ -403,7 +404,7 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     to transform"), "ok" otherwise.  Raises InputError for bad input.
     """
     depth = check_int("depth", depth, 1)
-    keys = check_choice("keys", keys, KEYS)
+    keys = check_choice("keys", keys, STRATEGIES)
     state, is_tuple = _as_state(x0)
     row = _measure_keyed(step, state, is_tuple, depth, keys)
     ratio = row["transform_seconds"] / max(row["run_seconds"], 1e-9)

@@ -33,13 +33,13 @@ import functools
 import time
 
 from . import ising, trg
+from .keys import STRATEGIES
 from .validate import InputError, check_beta, check_choice, check_int
 
 #: Step of the central difference for the specific heat, as in the source document (h = 1e-5).
 FD_STEP = 1e-5
 
 ENGINES = ("jax", "keyed")
-KEYS = ("structural", "interned", "memo")
 
 
 # --------------------------------------------------------------------------------------
@@ -202,28 +202,29 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     """
     import numpy as np
 
-    from . import engine as eng
+    from . import engine as keyed
+    from .whole import KeyedOps
 
     beta, ks = check_beta(beta), _schedule(schedule)
-    keys = check_choice("keys", keys, KEYS)
-    ops = eng.KeyedOps(keys)
+    keys = check_choice("keys", keys, STRATEGIES)
+    ops = KeyedOps(keys)
     n = len(ks)
 
     t0 = time.perf_counter()
-    beta_leaf = eng.leaf(beta, keys=keys)
+    beta_leaf = keyed.leaf(beta, keys=keys)
     T0 = ising.initial_tensor(beta_leaf, ops)
     stages = []          # (leaf, T_next, ln) per step
     current = _concrete(T0)
     ln_values, step_forward = [], []
     for k in ks:
         t_step = time.perf_counter()
-        leaf = eng.leaf(current, keys=keys)
+        leaf = keyed.leaf(current, keys=keys)
         T_next, ln = trg.trg_step(leaf, int(k), ops)
         stages.append((leaf, T_next, ln))
         current = _concrete(T_next)
         ln_values.append(float(_concrete(ln)))
         step_forward.append(time.perf_counter() - t_step)
-    last_leaf = eng.leaf(current, keys=keys)
+    last_leaf = keyed.leaf(current, keys=keys)
     tail = ops.log(trg.torus_trace(last_leaf, ops))
     tail_value = float(_concrete(tail))
     forward_seconds = time.perf_counter() - t0
@@ -233,7 +234,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     per_step = []
 
     def pull(outputs, wrt, cotangents, label, forward=0.0):
-        d = eng.vjp(outputs, wrt, cotangents)
+        d = keyed.vjp(outputs, wrt, cotangents)
         t1 = time.perf_counter()
         grad = d.run()
         run = time.perf_counter() - t1
@@ -324,7 +325,7 @@ def run(beta, schedule, engine="jax", keys="structural", specific_heat=False):
     ``derivative_ops``, ``run_seconds`` summed over all per-step VJPs.
     """
     engine = check_choice("engine", engine, ENGINES)
-    keys = check_choice("keys", keys, KEYS)
+    keys = check_choice("keys", keys, STRATEGIES)
     flag = specific_heat
     t0 = time.perf_counter()
     out = {}
@@ -389,7 +390,7 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     out["staged"] = time_call(lambda: value_and_grad_jax(beta, ks), warmup=1, repeats=repeats).min
     out["staged_compiled_programs"] = len(compiled_shapes())
     try:
-        from . import engine as _eng  # noqa: F401
+        from . import engine as keyed  # noqa: F401
     except ImportError as e:
         out["engine_error"] = f"trgad.engine not available: {e}"
         return out

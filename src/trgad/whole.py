@@ -1,17 +1,20 @@
-"""Whole-graph differentiation in JAX: one ``jax.grad`` over all TRG steps.
+"""Whole-graph differentiation: one gradient over all TRG steps, in JAX and on the keyed engine.
 
-This is the JAX half of the phenomenon: tracing plus the transform (``make_jaxpr`` of the
-gradient) grows linearly with the number of steps, because a jaxpr identifies values by
-object identity, not by structure.
+The JAX half of the phenomenon: tracing plus the transform (``make_jaxpr`` of the gradient)
+grows linearly with the number of steps, because a jaxpr identifies values by object
+identity, not by structure.  The keyed half (:func:`trg_whole`, with :class:`KeyedOps`
+running the same TRG code on :mod:`trgad.engine`) grows exponentially with structural keys.
 """
 from __future__ import annotations
 
 import functools
 import time
 
+from . import engine as keyed
 from . import trg
+from .keys import STRATEGIES
 from .timing import block, time_call
-from .validate import check_beta, check_chi, check_steps
+from .validate import InputError, check_beta, check_chi, check_choice, check_int, check_steps
 
 
 def _jax():
@@ -82,3 +85,58 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
 def count_eqns(jaxpr):
     """Number of equations in a jaxpr, top level only (as ``len(jaxpr.eqns)``)."""
     return len(jaxpr.eqns)
+
+
+class KeyedOps:
+    """Array namespace for :mod:`trgad.trg` that builds the keyed engine's graph.
+
+    ``trg.lnz_per_site(keyed.leaf(beta, keys), schedule, ops=KeyedOps(keys))`` runs the very
+    same TRG code as the JAX back end.  ``keys`` is one of :data:`trgad.keys.STRATEGIES`
+    (InputError otherwise).  Attributes: ``name``, ``keys``, ``exp``, ``expm1``, ``log``,
+    ``sqrt``, ``reshape``, ``transpose``, ``einsum``, ``norm``, ``svd(M, k)``, ``constant``.
+    """
+
+    def __init__(self, keys="structural"):
+        self.keys = check_choice("keys", keys, STRATEGIES)
+        self.name = f"keyed-{keys}"
+        self.exp, self.expm1, self.log, self.sqrt = keyed.exp, keyed.expm1, keyed.log, keyed.sqrt
+        self.reshape, self.transpose, self.einsum = keyed.reshape, keyed.transpose, keyed.einsum
+        self.norm, self.svd = keyed.norm, keyed.svd
+
+    def constant(self, x):
+        return keyed.constant(x, self.keys)
+
+
+def trg_whole(beta, schedule, keys="structural"):
+    """lnZ/N and u = -d(lnZ/N)/d beta, differentiating the whole TRG graph on the keyed engine.
+
+    Parameters: ``beta`` > 0 (1/J); ``schedule`` list of ints, ks[i] kept at step i (from
+    :func:`trgad.trg.truncation_schedule`); ``keys`` one of :data:`trgad.keys.STRATEGIES`
+    ("structural", "interned" or "memo").
+
+    Returns a dict: ``lnz_per_site``, ``u``, ``forward_seconds`` (eager forward pass),
+    ``transform_seconds``, ``key_visits``, ``derivative_ops``, ``primal_ops``,
+    ``run_seconds``, ``free_seconds`` (seconds; counts are ints).
+
+    Raises InputError for a bad beta, an empty schedule or an unknown ``keys``.  With
+    structural keys the transform is exponential in the number of steps: cap it
+    (:func:`trgad.timing.capped_sweep`, :func:`trgad.timing.run_with_timeout`).
+    """
+    beta = check_beta(beta)
+    keys = check_choice("keys", keys, STRATEGIES)
+    schedule = [check_int("k", k, 1) for k in schedule]
+    if not schedule:
+        raise InputError("schedule=[] is out of range: at least one TRG step is needed")
+    t0 = time.perf_counter()
+    b = keyed.leaf(beta, keys)
+    lnz = trg.lnz_per_site(b, schedule, ops=KeyedOps(keys))
+    forward = time.perf_counter() - t0
+    d = keyed.grad(lnz, b)
+    g = float(d.run())
+    d.free()
+    return {
+        "lnz_per_site": float(lnz.data), "u": -g, "forward_seconds": forward,
+        "transform_seconds": d.transform_seconds, "key_visits": d.key_visits,
+        "derivative_ops": d.derivative_ops, "primal_ops": d.primal_ops,
+        "run_seconds": d.run_seconds, "free_seconds": d.free_seconds,
+    }
