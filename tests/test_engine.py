@@ -181,6 +181,9 @@ def test_bad_input_raises_one_line_input_errors():
         lambda: keyed.jvp([x * 2.0], x * 2.0, 1.0),
         lambda: keyed.jvp_eager([x * 2.0], [x, x], 1.0),
         lambda: keyed.jvp_eager([keyed.leaf(1.0, "memo")], x, 1.0),
+        lambda: keyed.jvp([x * 2.0], keyed.leaf(np.ones(2)), np.ones((3, 3))),
+        lambda: keyed.jvp_eager([x * 2.0], x, "abc"),
+        lambda: keyed.vjp([keyed.leaf(np.ones(2)) * x], x, [np.ones((2, 3))]),
         lambda: whole.trg_whole(0.3, [], keys="structural"),
         lambda: whole.trg_whole(-1.0, [2], keys="structural"),
     ]

@@ -9,8 +9,10 @@ Modules, one concept each:
 * :mod:`trgad.trg`    - Levin-Nave TRG, written once for JAX / NumPy / the keyed engine.
 * :mod:`trgad.svd`    - truncated SVD with a reverse rule that is finite on degenerate spectra.
 * :mod:`trgad.exact`  - exact small tori and Onsager's solution (the oracles).
-* :mod:`trgad.whole`  - whole-graph ``jax.grad`` and its measurements.
-* :mod:`trgad.engine` - a keyed graph engine whose transform fails like tenferro-rs 0.8.0's.
+* :mod:`trgad.whole`  - whole-graph gradients: ``jax.grad``, and the keyed engine's.
+* :mod:`trgad.engine` - a keyed graph engine whose transform fails like tenferro-rs 0.8.0's:
+  values and transforms; its keys in :mod:`trgad.keys`, its primitives' rules in
+  :mod:`trgad.rules`, its derivative programs in :mod:`trgad.program`.
 * :mod:`trgad.chain`  - the minimal reproduction: the mul chain y <- y**K / K.
 * :mod:`trgad.timing` - time a call, a capped sweep, a subprocess with a hard timeout.
 * :mod:`trgad.validate` - input checks with one-line messages.

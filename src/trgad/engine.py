@@ -1,20 +1,22 @@
 """A small keyed graph engine whose reverse-mode transform fails the way tenferro-rs 0.8.0's does.
 
-tenferro-rs cannot be installed here, so this module rebuilds the part of it that matters:
-values whose identity is a key (:mod:`trgad.keys`), and transforms that find values by key.
-The book's root-cause chapter (``book/rootcause.md``) walks through it; this is the map.
+tenferro-rs cannot be installed here, so the engine rebuilds the part of it that matters:
+values whose identity is a key, and transforms that find values by key.  The book's
+root-cause chapter (``book/rootcause.md``) walks through it; this is the map.
+
+Around this module: :mod:`trgad.keys` (keys, their three strategies, the key-visit
+counter), :mod:`trgad.rules` (each primitive's NumPy implementation, reverse rule and
+tangent rule) and :mod:`trgad.program` (the emitter the rules call, derivative programs).
+This module has two parts:
 
 1. **Eager values** (:class:`Value`): a NumPy array, its key, and the operation that made
    it.  Arithmetic, ``exp``, ``expm1``, ``log``, ``sqrt``, ``reshape``, ``transpose``,
    ``einsum``, ``norm`` and the truncated ``svd`` compute at once and record the graph.
-   How each primitive is computed and differentiated is in :mod:`trgad.rules`.
-2. **Derivative programs** (:mod:`trgad.program`): the rules emit instructions through an
-   :class:`~trgad.program.Emitter` (deduplicated by key: CSE) into a
-   :class:`~trgad.program.Derivative`, which is run later.
-3. **The transforms.**  :func:`vjp` (reverse mode) and :func:`jvp` (forward mode, graph to
-   graph) are made of the same steps, each a function, every table keyed by value key as in
-   the real pipeline (computegraph ``materialize.rs`` / ``resolve.rs``, tidu-rs
-   ``linearize.rs`` / ``linear_transpose.rs``, tenferro-rs ``crates/tenferro-ad``):
+2. **The transforms.**  :func:`vjp` (reverse mode) and :func:`jvp` (forward mode, graph to
+   graph) build a derivative program and do not run it.  They share their steps, one
+   function each, every table keyed by value key as in the real pipeline (computegraph
+   ``materialize.rs`` / ``resolve.rs``, tidu-rs ``linearize.rs`` /
+   ``linear_transpose.rs``, tenferro-rs ``crates/tenferro-ad``):
 
    a. :func:`value_table` - the eager runtime's table, key of each traced value -> array;
    b. :func:`materialise` - the graph rebuilt with **fresh keys** (deduplicated by key);
@@ -326,7 +328,7 @@ def vjp(outputs, wrt, cotangents):
         raise InputError(f"outputs ({len(outputs)}) and cotangents ({len(cotangents)}) must be lists of equal length")
     start_visits, t0 = COUNTER.visits, time.perf_counter()
     user_ops, copy_of, ops, em, residual = _graph(outputs, wrt)
-    seeds = [(copy_of[v.key], _broadcast(c, v.shape)) for v, c in zip(outputs, cotangents)]
+    seeds = [(copy_of[v.key], _broadcast("cotangent", c, v.shape)) for v, c in zip(outputs, cotangents)]
     wrt_key = copy_of[wrt.key]
     ct_env = reverse_sweep(em, ops, residual, wrt_key, seeds)
     d = Derivative(em, [(ct_env.get(wrt_key), wrt.shape)], len(user_ops), single=True)
@@ -340,8 +342,15 @@ def grad(y, x):
     return vjp([y], x, [1.0])
 
 
-def _broadcast(x, shape):
-    return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+def _broadcast(name, x, shape):
+    """``x`` as a float64 array of ``shape`` (a cotangent or tangent seed); InputError if it
+    is not numeric or does not broadcast to ``shape``."""
+    try:
+        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+    except (TypeError, ValueError):
+        shown = f" of shape {np.shape(x)}" if hasattr(x, "shape") else f"={x!r}"
+        raise InputError(f"{name}{shown} is out of range: give a number or an array that "
+                         f"broadcasts to shape {shape}") from None
 
 
 def jvp(outputs, wrt, tangent):
@@ -358,7 +367,7 @@ def jvp(outputs, wrt, tangent):
     outputs, wrt = _check(outputs, wrt)
     start_visits, t0 = COUNTER.visits, time.perf_counter()
     user_ops, copy_of, ops, em, residual = _graph(outputs, wrt)
-    t_env = forward_sweep(em, ops, residual, copy_of[wrt.key], em.const(_broadcast(tangent, wrt.shape)))
+    t_env = forward_sweep(em, ops, residual, copy_of[wrt.key], em.const(_broadcast("tangent", tangent, wrt.shape)))
     results = [(t_env.get(copy_of[v.key]), v.shape) for v in outputs]
     d = Derivative(em, results, len(user_ops), single=False)
     d.transform_seconds = time.perf_counter() - t0
@@ -378,7 +387,7 @@ def jvp_eager(outputs, wrt, tangent):
     start_visits, t0 = COUNTER.visits, time.perf_counter()
     user_ops = trace(outputs)
     ev = Eager()
-    t_env = {id(wrt.key): _broadcast(tangent, wrt.shape)}
+    t_env = {id(wrt.key): _broadcast("tangent", tangent, wrt.shape)}
     for op in user_ops:
         ts = [t_env.get(id(v.key)) for v in op.inputs]
         if all(t is None for t in ts):

@@ -185,7 +185,8 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     Parameters
     ----------
     beta : float > 0; schedule : sequence of int (see :func:`value_and_grad_jax`);
-    keys : "structural" | "interned", the engine's value-key design.
+    keys : one of :data:`trgad.keys.STRATEGIES` ("structural", "interned", "memo"), the
+        engine's value-key design.
 
     Returns
     -------
