@@ -296,6 +296,7 @@ IMPL = {
     "div": lambda p, a, b: a / b,
     "neg": lambda p, a: -a,
     "exp": lambda p, a: np.exp(a),
+    "expm1": lambda p, a: np.expm1(a),
     "log": lambda p, a: np.log(a),
     "sqrt": lambda p, a: np.sqrt(a),
     "reshape": lambda p, a: np.reshape(a, p[0]),
@@ -424,6 +425,7 @@ class KeyedOps:
         self.keys = check_choice("keys", keys, STRATEGIES)
         self.name = f"keyed-{keys}"
         self.exp, self.log, self.sqrt = exp, log, sqrt
+        self.expm1 = lambda x: apply("expm1", (), x)
         self.reshape, self.transpose, self.einsum = reshape, transpose, einsum
         self.norm, self.svd = norm, svd
 
@@ -529,6 +531,10 @@ def _rule_exp(E, params, ins, outs, ct):
     return [E.mul(ct, outs[0])]
 
 
+def _rule_expm1(E, params, ins, outs, ct):
+    return [E.mul(ct, E.add(outs[0], E.const(1.0)))]     # d expm1(x) = (expm1(x) + 1) dx
+
+
 def _rule_log(E, params, ins, outs, ct):
     return [E.div(ct, ins[0])]
 
@@ -588,7 +594,7 @@ def _rule_svd(E, params, ins, outs, cts):
 
 RULES = {
     "add": _rule_add, "sub": _rule_sub, "mul": _rule_mul, "div": _rule_div, "neg": _rule_neg,
-    "exp": _rule_exp, "log": _rule_log, "sqrt": _rule_sqrt, "norm": _rule_norm,
+    "exp": _rule_exp, "expm1": _rule_expm1, "log": _rule_log, "sqrt": _rule_sqrt, "norm": _rule_norm,
     "reshape": _rule_reshape, "transpose": _rule_transpose, "einsum": _rule_einsum,
     "svd": _rule_svd,
 }

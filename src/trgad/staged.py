@@ -168,7 +168,8 @@ def value_and_grad_jax(beta, schedule):
         ct = bwd(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
     dlnz = P.init_bwd(res0, ct)
     lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
-    return lnz, float(dlnz)
+    # the factor e^{2 beta} per site taken out of the initial tensor (trgad.ising)
+    return lnz + ising.log_weight_per_site(beta), float(dlnz) + 2.0
 
 
 # --------------------------------------------------------------------------------------
@@ -228,6 +229,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     tail_value = float(_concrete(tail))
     forward_seconds = time.perf_counter() - t0
     lnz = tail_value / 2**n + sum(ln / 2**i for i, ln in enumerate(ln_values))
+    lnz += ising.log_weight_per_site(beta)    # e^{2 beta} per site, out of T (trgad.ising)
 
     totals = {"transform_seconds": 0.0, "run_seconds": 0.0, "key_visits": 0, "derivative_ops": 0}
     per_step = []
@@ -252,7 +254,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
         # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
         ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_forward[i])
     dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
-    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)), "forward_seconds": forward_seconds,
+    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + 2.0, "forward_seconds": forward_seconds,
            "per_step": per_step}
     out.update(totals)
     return out
