@@ -34,7 +34,7 @@ import time
 
 from . import ising, trg
 from .engine import STRATEGIES
-from .validate import InputError, check_beta, check_choice, check_engine, check_repeats
+from .validate import BETA_MAX, InputError, check_beta, check_choice, check_engine, check_repeats
 
 #: Step of the central difference for the specific heat, as in the source document (h = 1e-5).
 FD_STEP = 1e-5
@@ -290,17 +290,16 @@ def specific_heat(beta, schedule, engine="jax", keys="structural", h=None):
 
     c ~= beta**2 [g(beta + h) - g(beta - h)] / (2 h) with g = d(lnZ/N)/d beta and h =
     :func:`fd_step` unless given; the truncation error is O(h**2) and the rounding error
-    ~ 1e-16 / h.  The
-    denominator is the distance of the two floats actually used.  A zero difference (deep in
-    the ordered phase, where g = 2 to the last bit) gives c = 0, never inf * 0.  Units of k_B
-    per site.  Raises InputError if h is given outside (0, beta).
+    ~ 1e-16 / h.  The denominator is the distance of the two floats actually used (beta + h
+    is capped at BETA_MAX).  A zero difference (deep in the ordered phase, where g = 2 to the
+    last bit) gives c = 0, never inf * 0.  Units of k_B per site.  Raises InputError if h is given outside (0, beta).
     """
     beta = check_beta(beta)
     if h is None:
         h = fd_step(beta)
     elif not 0 < h < beta:
         raise InputError(f"h={h!r} is out of range: h must be in (0, beta)")
-    up, down = beta + h, beta - h
+    up, down = min(beta + h, BETA_MAX), beta - h     # one-sided at the top of the range
     _, g_plus = value_and_grad(up, schedule, engine, keys)
     _, g_minus = value_and_grad(down, schedule, engine, keys)
     return beta * ((g_plus - g_minus) / (up - down)) * beta
