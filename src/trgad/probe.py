@@ -11,7 +11,7 @@ into functions:
   ``vjp``, or ``jax.make_jaxpr(jax.grad(.))``), runs the derivative program and frees it,
   and returns a :class:`Growth` with per-depth figures, the base per layer and a verdict.
 * :func:`trg_growth` does the same for the whole-graph TRG by number of steps.
-* :func:`classify` is the verdict rule alone, on any cost sequence.
+* :func:`trgad.verdict.classify` is the verdict rule alone, on any cost sequence.
 * :func:`split_costs` separates transform, execution and freeing at one depth and names the
   signature of the trap ("milliseconds to run, seconds to transform").
 * :func:`run` is the command line's probe: a built-in graph or a user's ``module:function``.
@@ -20,34 +20,21 @@ The cost m(d) is the exact number of key visits on the keyed engine, and the CPU
 ``make_jaxpr(grad)`` (minimum of 3) with JAX.  The verdict asks how m grows as the depth
 *doubles*: for a polynomial of degree p, m(2d)/m(d) settles to 2**p; for an exponential b**d
 it is b**d, so it keeps growing and any base b > 1 shows once the probe is deep enough.  The
-rule (:func:`classify`) and its constants are explained in the book's chapter "How to detect
-it" (book/detect.md).
+rule (:mod:`trgad.verdict`) and its constants are explained in the book's chapter "How to
+detect it" (book/detect.md).
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import math
-import os
 import time
 from typing import Callable, Sequence
 
 from .engine import STRATEGIES
-from .validate import (BUDGET_MAX, InputError, check_choice, check_engine, check_finite,
-                       check_int, check_positive)
+from .userstep import GRAPHS, as_state, check_step, load_step, one_line
+from .validate import BUDGET_MAX, InputError, check_choice, check_engine, check_int, check_positive
+from .verdict import THRESHOLD, classify  # noqa: F401  (THRESHOLD: the book quotes it)
 
-#: Degree of the largest polynomial that can never be called exponential: a polynomial of
-#: degree <= 3 with non-negative coefficients has m(2d)/m(d) <= 2**3 at every depth.
-POLY_DEGREE = 3
-#: Doubling the depth must multiply log-growth by more than this: log(m(D)/m(D/2)) >
-#: ACCELERATION * log(m(D/2)/m(D/4)).  Exponential: 2; polynomial: tends to 1.
-ACCELERATION = 1.5
-#: Per-layer ratio above which growth counts as exponential when the depths probed do not
-#: span two doublings (e.g. the TRG by 1, 2, 3 steps); with the polynomial bound as well.
-THRESHOLD = 1.5
-#: Fewest measured depths on which a verdict is given (two ratios, never one).
-MIN_DEPTHS = 3
 #: Default depths for :func:`growth` on the keyed engine (exact key visits; the time budget
 #: stops an exponential sweep early).
 DEPTHS = tuple(range(2, 41, 2))
@@ -59,90 +46,10 @@ STEPS_JAX = (1, 2, 4, 8, 16)
 STEPS_KEYED = (1, 2, 3, 4, 5, 6)
 #: Default time budget, seconds.
 BUDGET = 10.0
-#: Most components of a user's state tuple (each is one leaf of the unrolled graph).
-MAX_STATE = 100
 #: Transform-to-execution ratio above which :func:`split_costs` names the trap ...
 TRAP_RATIO = 10.0
 #: ... provided the transform also takes at least this long (seconds).
 TRAP_MIN_SECONDS = 0.05
-
-
-@dataclasses.dataclass
-class Classification:
-    """Result of :func:`classify`.
-
-    ``ratios``: per-layer ratios (m(d2)/m(d1))**(1/(d2-d1)) between consecutive depths;
-    ``base``: per-layer growth from a least-squares fit of log m against d over the
-    deepest half of the depths (d >= D/2); ``rule``: "doubling", "per-layer ratio" or why no
-    verdict; ``doubling``: the depths (D/4, D/2, D) and the two growth factors
-    m(D/2)/m(D/4) and m(D)/m(D/2) the doubling rule used (None otherwise); ``verdict``:
-    "exponential", "polynomial" or "undetermined".
-    """
-
-    ratios: list
-    base: float
-    verdict: str
-    rule: str
-    doubling: dict | None = None
-
-
-def _per_layer(c1, c2, d1, d2):
-    if not (c1 > 0 and c2 > 0):
-        return math.nan
-    return (c2 / c1) ** (1.0 / (d2 - d1))
-
-
-def _interp(x, xs, ys):
-    """Piecewise-linear interpolation (xs increasing, xs[0] <= x <= xs[-1])."""
-    for (x1, y1), (x2, y2) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
-        if x1 <= x <= x2:
-            return y1 + (y2 - y1) * (x - x1) / (x2 - x1)
-    return ys[-1] if x >= xs[-1] else ys[0]
-
-
-def _fit_slope(xs, ys):
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-
-
-def classify(depths, costs, degree=POLY_DEGREE, acceleration=ACCELERATION, threshold=THRESHOLD):
-    """Verdict on costs ``costs`` measured at increasing ``depths`` (a :class:`Classification`).
-
-    With D the deepest depth and at least :data:`MIN_DEPTHS` positive costs:
-
-    * if D >= 4 * depths[0] (two doublings probed), "exponential" when
-      g1 = ln(m(D)/m(D/2)) > degree * ln 2 and g1 > acceleration * ln(m(D/2)/m(D/4)), log m
-      interpolated linearly in d between probed depths; "polynomial" otherwise;
-    * else (too short a range to double twice) "exponential" when each of the last two
-      per-layer ratios exceeds max(threshold, (d2/d1)**(degree/(d2-d1))), the largest ratio a
-      polynomial of that degree can show there.
-
-    Fewer than :data:`MIN_DEPTHS` depths, or a cost <= 0 or not finite: "undetermined".
-    """
-    ds, cs = [float(d) for d in depths], [float(c) for c in costs]
-    ratios = [_per_layer(cs[j], cs[j + 1], ds[j], ds[j + 1]) for j in range(len(ds) - 1)]
-    if len(ds) < MIN_DEPTHS:
-        return Classification(ratios, math.nan, "undetermined", f"fewer than {MIN_DEPTHS} depths")
-    if not all(math.isfinite(c) and c > 0 for c in cs):
-        return Classification(ratios, math.nan, "undetermined", "a cost is zero or not finite")
-    logs = [math.log(c) for c in cs]
-    D = ds[-1]
-    deep = [(d, L) for d, L in zip(ds, logs) if d >= D / 2]
-    if len(deep) < 2:
-        deep = list(zip(ds, logs))[-2:]
-    base = math.exp(_fit_slope([d for d, _ in deep], [L for _, L in deep]))
-    if D >= 4 * ds[0]:
-        L = lambda x: _interp(x, ds, logs)  # noqa: E731
-        g0, g1 = L(D / 2) - L(D / 4), L(D) - L(D / 2)
-        exponential = g1 > degree * math.log(2) and g1 > acceleration * g0
-        doubling = {"depths": [D / 4, D / 2, D], "growth": [math.exp(g0), math.exp(g1)]}
-        return Classification(ratios, base, "exponential" if exponential else "polynomial",
-                              "doubling", doubling)
-    last = list(zip(ds, ds[1:], ratios))[-2:]
-    exponential = all(r > max(threshold, (d2 / d1) ** (degree / (d2 - d1))) for d1, d2, r in last)
-    return Classification(ratios, base, "exponential" if exponential else "polynomial", "per-layer ratio")
 
 
 @dataclasses.dataclass
@@ -222,19 +129,6 @@ def _check_depths(depths, name="depths"):
     return ds
 
 
-def _as_state(x0):
-    """x0 as a tuple of finite floats (a scalar state is a 1-tuple), and whether it was a tuple."""
-    items = x0 if isinstance(x0, (tuple, list)) else (x0,)
-    if not items or len(items) > MAX_STATE:
-        raise InputError(f"x0={x0!r} is out of range: give a number or 1 to {MAX_STATE} numbers")
-    return tuple(check_finite("x0", v) for v in items), isinstance(x0, (tuple, list))
-
-
-def _one_line(e):
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def _unroll(step, state, depth, is_tuple, where):
     """Apply ``step`` ``depth`` times; return the first component of the final state.
 
@@ -249,7 +143,7 @@ def _unroll(step, state, depth, is_tuple, where):
         except Exception as e:  # the user's code failed on these values
             name = getattr(step, "__qualname__", "step")
             raise InputError(f"step function {name!r} failed {where} (the probe needs + - * / only): "
-                             f"{_one_line(e)}") from None
+                             f"{one_line(e)}") from None
         if is_tuple and (not isinstance(x, (tuple, list)) or len(x) != len(state)):
             raise InputError(f"step must return a tuple of {len(state)} values for a tuple x0")
     return x[0] if is_tuple else x
@@ -309,7 +203,7 @@ def _measure_jax(step, state, is_tuple, depth):
     except InputError:
         raise
     except TypeError as e:   # jax.grad of a non-scalar, or of something not an array
-        raise InputError(f"step must compute a scalar from its argument: {_one_line(e)}") from None
+        raise InputError(f"step must compute a scalar from its argument: {one_line(e)}") from None
 
 
 def _predict(depths, walls, costs, d):
@@ -365,7 +259,7 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
     step : callable x -> x' (or (x1, ..., xm) -> (x1', ..., xm') for a tuple ``x0``), plain
         Python using ``+ - * /`` on its argument(s) and on constants, so that it works on the
         keyed engine's values and on JAX tracers alike.
-    x0 : float or tuple of 1 to :data:`MAX_STATE` floats, the starting state; the derivative
+    x0 : float or tuple of 1 to ``trgad.userstep.MAX_STATE`` (100) floats, the starting state; the derivative
         is taken of the first component of the final state with respect to the first
         component of ``x0``.
     depths : increasing ints in [1, 100000] (default :data:`DEPTHS`, 2, 4, ..., 40, for the
@@ -394,7 +288,7 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
     depths = _check_depths(depths)
     if not callable(step):
         raise InputError(f"step={step!r} is not callable")
-    state, is_tuple = _as_state(x0)
+    state, is_tuple = as_state(x0)
 
     def measure_at(d):
         if engine == "keyed":
@@ -454,7 +348,7 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     """
     depth = check_int("depth", depth, 1, 100_000)
     keys = check_choice("keys", keys, STRATEGIES)
-    state, is_tuple = _as_state(x0)
+    state, is_tuple = as_state(x0)
     row = _measure_keyed(step, state, is_tuple, depth, keys)
     ratio = row["transform_seconds"] / max(row["run_seconds"], 1e-9)
     trap = ratio > TRAP_RATIO and row["transform_seconds"] > TRAP_MIN_SECONDS
@@ -513,78 +407,22 @@ BUILTINS = {
     "newton": (newton_step, 1.5, "Newton iteration x <- (x + 2/x)/2 for sqrt(2)"),
     "evolve": (evolve_step, (1.0, 0.0), "harmonic oscillator, symplectic Euler, dt = 0.1"),
 }
-#: Graph names the command line accepts besides ``module:function``.
-GRAPHS = ("chain", "trg", "power", "newton", "evolve")
-
-
-def parse_x0(text):
-    """``--x0`` text: one number ("1.5") or comma-separated numbers ("0.9,0.8" -> a tuple)."""
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise InputError(f"x0={text!r} is not a number or a comma-separated list of numbers") from None
-    if not all(math.isfinite(v) for v in values) or len(values) > MAX_STATE:
-        raise InputError(f"x0={text!r} is out of range: give 1 to {MAX_STATE} finite numbers")
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def load_step(spec):
-    """The function named by ``spec``: "module:function" (importable from the current
-    directory or sys.path) or "path/to/file.py:function".  Raises InputError (one line) if
-    the spec is malformed, the module does not import, or the name is not a callable."""
-    module_name, sep, name = str(spec).rpartition(":")
-    if not sep or not module_name or not name.isidentifier():
-        raise InputError(f"graph={spec!r} is not known: choose one of {', '.join(GRAPHS)}, "
-                         f"or give module:function")
-    try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            path = os.path.abspath(module_name)
-            if not os.path.isfile(path):
-                raise InputError(f"graph={spec!r}: no file {module_name!r}")
-            where = importlib.util.spec_from_file_location(f"_trgad_user_{abs(hash(path))}", path)
-            module = importlib.util.module_from_spec(where)
-            where.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except InputError:
-        raise
-    except (Exception, SystemExit) as e:   # the user's module failed to import
-        raise InputError(f"graph={spec!r} does not import: {_one_line(e)}") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise InputError(f"graph={spec!r}: {module_name} has no function {name!r}")
-    return fn
-
-
-def check_step(step, x0, spec):
-    """Run ``step`` once on plain floats at ``x0``; InputError (one line) if it fails or
-    returns something that is not a state of the same shape with finite numbers."""
-    state, is_tuple = _as_state(x0)
-    try:
-        out = step(state if is_tuple else state[0])
-        values = list(out) if is_tuple else [out]
-        if len(values) != len(state):
-            raise ValueError(f"returned {len(values)} values for {len(state)}")
-        finite = all(math.isfinite(float(v)) for v in values)
-    except Exception as e:  # the user's step failed on plain floats
-        raise InputError(f"graph={spec!r} fails on x0={x0!r}: {_one_line(e)}") from None
-    if not finite:
-        raise InputError(f"graph={spec!r} gives a non-finite state at x0={x0!r}")
 
 
 def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "structural",
-        budget: float = 20.0) -> dict:
+        budget: float = 20.0, label: str | None = None) -> dict:
     """The probe for the command line (``python -m trgad probe``), as a JSON-ready dict.
 
     ``graph`` is one of :data:`GRAPHS` ("trg": by TRG steps, chi = 16, beta = 0.3, no JAX
     execution; the others: see :data:`BUILTINS`) or a user's step "module:function" /
     "file.py:function" (see :func:`load_step`), which needs ``x0``.  ``x0`` (a number or a
     list of numbers) replaces a built-in graph's starting state; not for "trg".  The dict
-    holds ``graph``, ``description``, ``x0`` and everything in :meth:`Growth.as_dict`.
-    Raises InputError for a bad graph, x0, engine, keys or budget, or a user step that does
-    not import or fails on x0.
+    holds ``graph`` (``label`` if given: the spec as the user typed it), ``description``,
+    ``x0`` and everything in :meth:`Growth.as_dict`.  Raises InputError (naming ``label``)
+    for a bad graph, x0, engine, keys or budget, or a user step that does not import or
+    fails on x0.
     """
+    label = graph if label is None else label
     engine, keys, budget = _check_common(engine, keys, budget)
     if isinstance(x0, list):
         x0 = tuple(x0)
@@ -598,12 +436,12 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
         x0 = default if x0 is None else x0
         res = growth(step, x0, engine=engine, keys=keys, budget=budget)
     else:
-        step = load_step(graph)
+        step = load_step(graph, label)
         if x0 is None:
-            raise InputError(f"graph={graph!r} needs x0 (--x0), the starting state")
-        check_step(step, x0, graph)
+            raise InputError(f"graph={label!r} needs x0 (--x0), the starting state")
+        check_step(step, x0, label)
         res = growth(step, x0, engine=engine, keys=keys, budget=budget)
-        desc = f"user step {graph}"
-    out = {"graph": graph, "description": desc, "x0": list(x0) if isinstance(x0, tuple) else x0}
+        desc = f"user step {label}"
+    out = {"graph": label, "description": desc, "x0": list(x0) if isinstance(x0, tuple) else x0}
     out.update(res.as_dict())
     return out

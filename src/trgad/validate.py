@@ -35,7 +35,9 @@ BUDGET_MAX = 3600.0
 #: Most timed repeats of one measurement (each is a full run; 100 is ample for a minimum).
 REPEATS_MAX = 100
 #: Most operations of a mul chain (depth x fan-out): each keeps a value and a key of about
-#: 0.5 kB on the keyed engine and costs about 20 us to build and trace.
+#: 0.5 kB on the keyed engine (50 MB at the bound; fan-out 10**8 would need 50 GB before any
+#: timeout fired).  Time is capped separately by --timeout (JAX needs about 1 ms per
+#: operation to trace, transform and run; the keyed engine with interned keys 0.1 ms).
 CHAIN_MAX_OPS = 100_000
 
 
