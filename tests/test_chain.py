@@ -89,14 +89,14 @@ def test_cli_chain_json(cli):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--depth", "0"], "depth=0"),
-    (["--fanout", "0"], "fanout=0"),
+    (["--depth", "0"], "depth='0'"),
+    (["--fanout", "0"], "fanout='0'"),
     (["--depth", "two"], "depth='two'"),
-    (["--depth", "1", "--fanout", "100000000"], "fanout=100000000"),   # used to hang
+    (["--depth", "1", "--fanout", "100000000"], "fanout='100000000'"),   # used to hang
     (["--depth", "400", "--fanout", "400"], "depth * fanout must be <= 100000"),
-    (["--x0", "inf"], "x0=inf"),
-    (["--x0", "nan"], "x0=nan"),
-    (["--timeout", "-5"], "timeout=-5.0"),
+    (["--x0", "inf"], "x0='inf'"),
+    (["--x0", "nan"], "x0='nan'"),
+    (["--timeout", "-5"], "timeout='-5'"),
     (["--engine", "tenferro"], "engine='tenferro'"),
     (["--keys", "pointer"], "keys='pointer'"),
 ])

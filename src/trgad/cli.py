@@ -205,7 +205,7 @@ def _cmd_probe(a):
     budget = check_positive("budget", a.budget, BUDGET_MAX)
     timeout = check_timeout(a.timeout)
     if budget >= timeout:
-        raise InputError(f"budget={budget!r} is out of range: budget must be below --timeout "
+        raise InputError(f"budget={a.budget.strip()!r} is out of range: budget must be below --timeout "
                          f"({timeout:g} s), which kills the probe")
     graph = a.graph
     x0 = None if a.x0 is None else parse_x0(a.x0)

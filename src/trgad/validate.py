@@ -64,8 +64,13 @@ def check_int(name, value, low, high=None):
     v = _number(name, value, int)
     if v < low or (high is not None and v > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise InputError(f"{name}={v} is out of range: {name} must be an integer {allowed}")
+        raise InputError(f"{name}={_typed(value, v)} is out of range: {name} must be an integer {allowed}")
     return v
+
+
+def _typed(raw, converted):
+    """A value as the user gave it: the text as typed (command line), else its repr."""
+    return repr(raw.strip()) if isinstance(raw, str) else repr(converted)
 
 
 def _fmt(x):
@@ -90,7 +95,7 @@ def check_range(name, value, low=None, high=None, why=""):
         else:
             allowed = ""
         reason = f" ({why})" if why else ""
-        raise InputError(f"{name}={v!r} is out of range: {name} must be a finite number {allowed}".rstrip()
+        raise InputError(f"{name}={_typed(value, v)} is out of range: {name} must be a finite number {allowed}".rstrip()
                          + reason)
     return v
 
