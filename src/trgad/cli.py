@@ -193,7 +193,8 @@ def _cmd_chain(a):
     out, status = _in_child("trgad.chain:run", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
-                            "try a smaller --depth, --keys interned or a larger --timeout")
+                            "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
+                            + " or a larger --timeout")
     if status:
         return status
     return _emit(out, a.json, _line, f"chain depth={depth} fanout={fanout} x0={a.x0}")
