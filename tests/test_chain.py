@@ -1,14 +1,12 @@
 """The mul chain: library entry point, analytic oracle, and the command line."""
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
 import trgad  # noqa: F401
-from trgad import chain
-from trgad.validate import InputError
+from trgad import chain, recorded
+from trgad.validate import CHAIN_MAX_OPS, InputError
 
 JSON_KEYS = {"depth", "fanout", "engine", "keys", "transform_seconds", "key_visits", "derivative_ops", "grad"}
 
@@ -59,6 +57,9 @@ def test_derivative_program_is_linear_in_depth():
 
 
 @pytest.mark.parametrize("kwargs", [dict(depth=0, fanout=2), dict(depth=3, fanout=0),
+                                    dict(depth=1, fanout=CHAIN_MAX_OPS + 1),
+                                    dict(depth=1000, fanout=1000),
+                                    dict(depth=3, fanout=2, x0=math.nan),
                                     dict(depth=3, fanout=2, engine="tenferro"),
                                     dict(depth=3, fanout=2, keys="pointer")])
 def test_run_rejects_bad_input(kwargs):
@@ -66,11 +67,20 @@ def test_run_rejects_bad_input(kwargs):
         chain.run(**kwargs)
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "trgad", *args], capture_output=True, text=True, timeout=120)
+def test_overflowing_derivative_is_null_with_a_note():
+    out = chain.run(30, 2, keys="interned", x0=2.5)
+    assert out["grad"] is None and out["analytic_grad"] is None and "overflows" in out["note"]
+    json.dumps(out, allow_nan=False)
+    assert "note" not in chain.run(3, 2, keys="interned", x0=2.5)
 
 
-def test_cli_chain_json():
+def test_largest_chain_allowed_runs():
+    # depth * fanout = CHAIN_MAX_OPS: y = x**K / K, dy/dx = 1 at x = 1 (rounding of 10**5 products)
+    out = chain.run(1, CHAIN_MAX_OPS, keys="interned", x0=1.0)
+    assert out["analytic_grad"] == 1.0 and out["grad"] == pytest.approx(1.0, rel=1e-11)
+
+
+def test_cli_chain_json(cli):
     r = cli("chain", "--depth", "6", "--fanout", "3", "--keys", "interned", "--x0", "1.8", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -78,21 +88,40 @@ def test_cli_chain_json():
     assert out["grad"] == pytest.approx(product_oracle(6, 3, 1.8), rel=1e-11)
 
 
-@pytest.mark.parametrize("args", [["--depth", "0"], ["--fanout", "0"], ["--depth", "two"],
-                                  ["--engine", "tenferro"], ["--keys", "pointer"]])
-def test_cli_chain_bad_input_exits_2_with_one_line(args):
-    r = cli("chain", *args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trgad: error:")
-    assert "Traceback" not in r.stderr
+@pytest.mark.parametrize("args,needle", [
+    (["--depth", "0"], "depth='0'"),
+    (["--fanout", "0"], "fanout='0'"),
+    (["--depth", "two"], "depth='two'"),
+    (["--depth", "1", "--fanout", "100000000"], "fanout='100000000'"),   # used to hang
+    (["--depth", "400", "--fanout", "400"], "depth * fanout must be <= 100000"),
+    (["--x0", "inf"], "x0='inf'"),
+    (["--x0", "nan"], "x0='nan'"),
+    (["--timeout", "-5"], "timeout='-5'"),
+    (["--engine", "tenferro"], "engine='tenferro'"),
+    (["--keys", "pointer"], "keys='pointer'"),
+])
+def test_cli_chain_bad_input_exits_2_with_one_line(cli, args, needle):
+    cli.assert_error(cli("chain", *args), 2, needle)
 
 
-def test_cli_trg_keyed_engine():
+def test_cli_chain_structural_is_capped_by_timeout(cli):
+    # 2**30 key visits would take hours: the child process is killed after --timeout
+    r = cli("chain", "--depth", "30", "--timeout", "2", "--json")
+    cli.assert_error(r, 3, "did not return within 2 s")
+    assert "--keys interned" in r.stderr
+
+
+def test_cli_chain_memo_keys(cli):
+    r = cli("chain", "--depth", "8", "--keys", "memo", "--x0", "1.9", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["keys"] == "memo" and out["grad"] == pytest.approx(product_oracle(8, 2, 1.9), rel=1e-11)
+
+
+def test_cli_trg_keyed_engine(cli):
     r = cli("trg", "--engine", "keyed", "--keys", "interned", "--steps", "2", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["u"] == pytest.approx(-1.277612005080206, rel=1e-12)   # = JAX's, see test_engine
+    assert out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[2][4], rel=1e-12)   # = JAX's, see test_engine
     for key in ("transform_seconds", "key_visits", "derivative_ops", "run_seconds"):
         assert key in out

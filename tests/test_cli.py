@@ -1,67 +1,148 @@
-"""The command line: JSON output and one-line errors for bad input."""
+"""The command line: JSON output, extreme beta, one-line errors for bad input, exit statuses."""
 import json
-import subprocess
-import sys
+import math
 
 import pytest
 
+from trgad import cli as trgad_cli
+from trgad import recorded, validate
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "trgad", *args], capture_output=True, text=True, timeout=600)
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity (which json.dumps writes by default)."""
+    def refuse(token):
+        raise AssertionError(f"non-finite number {token} in the JSON output")
+    return json.loads(text, parse_constant=refuse)
 
 
-def test_trg_json_keys_and_values():
-    r = run("trg", "--beta", "0.3", "--chi", "16", "--steps", "4", "--json")
+def test_trg_json_keys_and_values(cli):
+    r = cli("trg", "--beta", "0.3", "--chi", "16", "--steps", "4", "--json")
     assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out = strict_json(r.stdout)
     for key in ("beta", "chi", "steps", "schedule", "lnz_per_site", "u", "method", "engine", "seconds"):
         assert key in out
     assert out["schedule"] == [2, 4, 4, 16]
     assert out["method"] == "whole" and out["engine"] == "jax"
-    assert out["u"] == pytest.approx(-0.844054073623855, rel=1e-12)
+    assert out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[4][4], rel=1e-12)
 
 
-def test_trg_human_summary():
-    r = run("trg", "--steps", "2")
+def test_trg_human_summary(cli):
+    r = cli("trg", "--steps", "2")
     assert r.returncode == 0 and "lnZ/N=" in r.stdout and "u=" in r.stdout
 
 
+def test_trg_beta_200_was_a_linalg_traceback(cli):
+    # the 64-site torus at beta = 200: its two ground states, lnZ/N = 2 beta + ln(2)/64, u = -2
+    r = cli("trg", "--beta", "200", "--steps", "6", "--json")
+    assert r.returncode == 0, r.stderr
+    out = strict_json(r.stdout)
+    assert out["lnz_per_site"] == pytest.approx(400 + math.log(2) / 64, rel=1e-15)
+    assert out["u"] == -2.0
+
+
+@pytest.mark.parametrize("beta", ["1e-300", "8.98e307"])
+def test_trg_beta_at_the_ends_of_the_range(cli, beta):
+    b = float(beta)
+    r = cli("trg", "--beta", beta, "--steps", "5", "--method", "staged", "--specific-heat", "--json")
+    assert r.returncode == 0, r.stderr
+    out = strict_json(r.stdout)
+    if b < 1:   # high temperature: lnZ/N = ln 2 + O(beta^2), u and c vanish
+        assert out["lnz_per_site"] == pytest.approx(math.log(2), rel=1e-15)
+        assert abs(out["u"]) < 1e-15 and abs(out["c"]) < 1e-15
+    else:       # 2 beta + ln(2)/32 rounds to 2 beta; u = -2 exactly; c = 0 (not inf * 0)
+        assert out["lnz_per_site"] == 2 * b and out["u"] == -2.0 and out["c"] == 0.0
+
+
 @pytest.mark.parametrize("args,needle", [
-    (["--beta", "0"], "beta=0.0"),
-    (["--beta", "-1"], "beta=-1.0"),
-    (["--beta", "inf"], "beta=inf"),
-    (["--beta", "nan"], "beta=nan"),
+    (["--beta", "0"], "beta='0'"),
+    (["--beta", "-1"], "beta='-1'"),
+    (["--beta", "inf"], "beta='inf'"),
+    (["--beta", "nan"], "beta='nan'"),
+    (["--beta", "1e308"], "8.988465674311579e+307]"),
     (["--beta", "warm"], "beta='warm'"),
-    (["--chi", "1"], "chi=1"),
+    (["--chi", "1"], "chi='1'"),
+    (["--chi", "33"], "chi must be an integer in [2, 32]"),
     (["--chi", "2.5"], "chi='2.5'"),
-    (["--steps", "0"], "steps=0"),
+    (["--steps", "0"], "steps='0'"),
     (["--steps", "x"], "steps='x'"),
+    (["--steps", "65"], "steps='65'"),
     (["--engine", "torch"], "engine='torch'"),
+    (["--keys", "hashed"], "keys='hashed'"),
     (["--method", "magic"], "method='magic'"),
-    (["--steps", "65"], "steps=65"),
-    (["--timeout", "0"], "timeout=0.0"),
+    (["--timeout", "0"], "timeout='0'"),
+    (["--timeout", "1e9"], "timeout must be a finite number in (0, 86400]"),
+    (["--specific-heat"], "--specific-heat needs --method staged"),
+    (["--no-such-flag"], "--no-such-flag"),
 ])
-def test_trg_bad_input_is_one_line(args, needle):
-    r = run("trg", *args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], r.stderr
-    assert "Traceback" not in r.stderr
+def test_trg_bad_input_is_one_line(cli, args, needle):
+    cli.assert_error(cli("trg", *args), 2, needle)
 
 
-def test_keyed_whole_graph_is_capped_by_timeout():
+def test_memo_keys_are_accepted(cli):
+    # the command line used to drop the engine's third key strategy
+    r = cli("trg", "--steps", "2", "--engine", "keyed", "--keys", "memo", "--json")
+    assert r.returncode == 0, r.stderr
+    assert strict_json(r.stdout)["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[2][4], rel=1e-12)
+
+
+def test_keyed_whole_graph_is_capped_by_timeout(cli):
     # 5 steps with structural keys does not return (the book's phenomenon): the command
     # gives up after --timeout, kills its child process, says so and exits 3.
-    r = run("trg", "--steps", "5", "--engine", "keyed", "--timeout", "2", "--json")
+    r = cli("trg", "--steps", "5", "--engine", "keyed", "--timeout", "2", "--json")
     assert r.returncode == 3 and r.stdout == ""
     last = r.stderr.strip().splitlines()[-1]
     assert "did not return within 2 s" in last and "--method staged" in last
     assert "Traceback" not in r.stderr
 
 
-def test_keyed_whole_graph_within_timeout_returns_json():
-    r = run("trg", "--steps", "2", "--engine", "keyed", "--json")
+def test_keyed_whole_graph_within_timeout_returns_json(cli):
+    r = cli("trg", "--steps", "2", "--engine", "keyed", "--json")
     assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert out["keys"] == "structural" and out["u"] == pytest.approx(-1.277612005080206, rel=1e-12)
+    out = strict_json(r.stdout)
+    assert out["keys"] == "structural" and out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[2][4], rel=1e-12)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--repeats", "0"], "repeats='0'"),
+    (["--repeats", "101"], "repeats must be an integer in [1, 100]"),
+    (["--chi", "64"], "chi='64'"),
+    (["--beta", "-0.3"], "beta='-0.3'"),
+])
+def test_bench_bad_input_is_one_line(cli, args, needle):
+    cli.assert_error(cli("bench", *args), 2, needle)
+
+
+def test_no_command_and_unknown_command(cli):
+    cli.assert_error(cli(), 2, "command")
+    cli.assert_error(cli("fly"), 2, "fly")
+
+
+# In-process checks of the exit statuses that good input cannot reach any more.
+
+def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
+    from trgad import whole
+
+    monkeypatch.setattr(whole, "value_and_grad", lambda beta, schedule: (0.5, math.nan))
+    assert trgad_cli.main(["trg", "--steps", "2", "--beta", "0.25", "--json"]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line, = captured.err.strip().splitlines()
+    assert "beta=0.25" in line and "u is not a finite number (nan)" in line
+
+
+def test_unexpected_exception_is_one_line_exit_1(monkeypatch, capsys):
+    from trgad import trg
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("something odd\nsecond line")
+
+    monkeypatch.setattr(trg, "truncation_schedule", broken)
+    assert trgad_cli.main(["trg", "--steps", "2"]) == 1
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert "RuntimeError: something odd" in line and "TRGAD_DEBUG" in line
+
+
+def test_beta_max_is_the_largest_beta_with_finite_2_beta():
+    assert math.isfinite(2 * validate.BETA_MAX)
+    assert 2 * math.nextafter(validate.BETA_MAX, math.inf) == math.inf
+    assert validate.check_beta(validate.BETA_MAX) == validate.BETA_MAX

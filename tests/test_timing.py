@@ -43,8 +43,9 @@ def test_run_with_timeout_kills_and_reports():
 
 
 def test_run_with_timeout_reports_failure():
-    res = timing.run_with_timeout("trgad.exact:torus_exact", {"beta": -1, "steps": 1}, timeout=60)
-    assert not res.returned and "beta=-1" in res.error
+    res = timing.run_with_timeout("math:sqrt", args=[-1.0], timeout=60)
+    assert not res.returned and res.error == "ValueError: math domain error"
+    assert res.input_error is None and res.message == "failed: ValueError: math domain error"
 
 
 def test_bad_caps():
@@ -52,3 +53,32 @@ def test_bad_caps():
         timing.capped_sweep(lambda n: {"seconds": 0}, [1], cap_seconds=0)
     with pytest.raises(InputError, match="repeats"):
         timing.time_call(lambda: 1, repeats=0)
+
+
+def test_run_with_timeout_passes_input_errors_back():
+    # an InputError in the child is bad input, not a crash: its one-line message comes back
+    res = timing.run_with_timeout("trgad.chain:run", {"depth": 0, "fanout": 2}, timeout=60)
+    assert not res.returned and res.error is None
+    assert res.input_error == "depth=0 is out of range: depth must be an integer in [1, 100000]"
+    assert res.message.startswith("bad input: depth=0")
+
+
+def test_run_with_timeout_refuses_non_finite_results():
+    # JSON has no NaN: the child fails rather than pass one on
+    res = timing.run_with_timeout("builtins:float", args=["nan"], timeout=60)
+    assert not res.returned and "not JSON compliant" in res.error
+    assert timing.run_with_timeout("builtins:float", args=["2.5"], timeout=60).value == 2.5
+
+
+def test_time_grad_transform_returns_the_jaxpr_of_the_gradient():
+    import jax
+
+    from trgad import whole
+
+    seconds, jaxpr = timing.time_grad_transform(lambda x: x * x * x, 2.0, repeats=2,
+                                                clock=time.process_time)
+    assert seconds >= 0
+    assert jax.core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, 2.0)[0] == 12.0   # d x**3 = 3 x**2
+    assert whole.count_eqns(jaxpr) == len(jaxpr.jaxpr.eqns)                  # nothing nested
+    with pytest.raises(InputError, match="repeats"):
+        timing.time_grad_transform(lambda x: x, 1.0, repeats=0)

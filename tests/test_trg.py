@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import exact, trg, whole
+from trgad import exact, recorded, trg, whole
 
 BETA = 0.3
 SCHEDULE = trg.truncation_schedule(16, 30, BETA)
 
 # Recorded in the source document (JAX 0.12.0.1 and tenferro-rs 0.8.0, identical digits).
-RECORDED_GRADS = {1: 1.667309214024311, 2: 1.277612005080206, 3: 1.023802944795145,
-                  4: 0.844054073623855}
-RECORDED_20 = {"lnz_per_site": 0.790559063800966, "u": -0.704498679529762}
+RECORDED_GRADS = {n: row[4] for n, row in recorded.TENFERRO_WHOLE.items()}
 
 
 def test_schedule_for_chi_16():
@@ -49,8 +47,8 @@ def test_twenty_steps_against_onsager_and_recorded(twenty_steps):
     ref = exact.onsager(BETA)
     assert abs(lnz - ref["lnz_per_site"]) < 1e-7
     assert abs(-dlnz - ref["u"]) < 1e-5
-    assert lnz == pytest.approx(RECORDED_20["lnz_per_site"], abs=1e-13)
-    assert -dlnz == pytest.approx(RECORDED_20["u"], abs=1e-12)
+    assert lnz == pytest.approx(recorded.TENFERRO_STAGED["lnz_per_site"], abs=1e-15)
+    assert -dlnz == pytest.approx(recorded.TENFERRO_STAGED["u"], abs=1e-13)
 
 
 def test_thirty_steps_finite_and_equal_to_finite_differences():

@@ -1,4 +1,4 @@
-"""The benchmark: forward-only vs whole-graph gradient (and staged, when available), one run.
+"""The benchmark: forward-only vs whole-graph gradient vs staged, one run.
 
 All figures come from one process, so their ratios are meaningful even on a noisy, shared
 machine; absolute times are not.  ``python -m trgad bench`` prints them.
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
-from . import trg, whole
+from . import staged, trg, whole
 from .timing import block, time_call
+from .validate import check_repeats
 
 
 def run(chi=16, steps=20, beta=0.3, repeats=3):
@@ -18,10 +19,13 @@ def run(chi=16, steps=20, beta=0.3, repeats=3):
       steady state (min of ``repeats`` after a warm-up), seconds;
     * ``whole_first`` / ``whole``: the same for ``jax.jit(jax.value_and_grad(lnZ/N))``;
     * ``whole_over_forward``: ratio of the steady-state times;
-    * ``staged_*``: the staged value-and-gradient, if :mod:`trgad.staged` exists.
+    * ``staged_*``: the staged value-and-gradient (:func:`trgad.staged.bench`).
+
+    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`).
     """
     import jax
 
+    repeats = check_repeats(repeats)
     schedule = trg.truncation_schedule(chi, steps, beta)
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
 
@@ -34,10 +38,6 @@ def run(chi=16, steps=20, beta=0.3, repeats=3):
     out["forward_first"], out["forward"] = first_and_steady(jax.jit(whole.lnz_fn(schedule)))
     out["whole_first"], out["whole"] = first_and_steady(jax.jit(jax.value_and_grad(whole.lnz_fn(schedule))))
     out["whole_over_forward"] = out["whole"] / out["forward"]
-    try:
-        from . import staged
-    except ImportError:
-        return out
     out.update(staged.bench(beta, schedule, repeats=repeats))
     out["staged_over_whole"] = out["staged"] / out["whole"]
     out["staged_over_forward"] = out["staged"] / out["forward"]
@@ -45,7 +45,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3):
     return out
 
 
-def format(out):
+def summary(out):
     """Human-readable lines for :func:`run`'s result."""
     lines = [f"chi={out['chi']} steps={out['steps']} beta={out['beta']} (min of {out['repeats']} after a warm-up)"]
     for key, label in (("forward", "forward lnZ/N, jit"), ("whole", "whole-graph value_and_grad, jit"),

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import decimal
 import math
-import time
 
 from .keys import STRATEGIES
-from .validate import check_choice, check_int
+from .validate import check_chain, check_choice, check_engine, check_finite, check_int
 
-ENGINES = ("keyed", "jax")
 #: Differentiation modes of :func:`run`; the last is the keyed engine's only.
 MODES = ("reverse", "forward", "forward_eager")
 
@@ -39,13 +37,13 @@ def build(x, depth, fanout):
 
 def analytic_grad(depth, fanout, x0):
     """d y_D / d x0 from the closed form (see the module docstring); a float (0.0 or inf
-    when it under- or overflows, nan when K**D exceeds about 1e18).  Raises InputError for depth < 1 or fanout < 1.
+    when it under- or overflows, nan when even the exponents leave decimal's range).  Raises
+    InputError for depth or fanout < 1 or depth * fanout > CHAIN_MAX_OPS.
 
     Evaluated in 50-digit decimal arithmetic (``decimal``), because x0**(K**D - 1) and
     K**e_D each leave the float range long before their ratio does.
     """
-    D = check_int("depth", depth, 1)
-    K = check_int("fanout", fanout, 1)
+    D, K = check_chain(depth, fanout)
     power = K**D - 1                               # exponent of x0 (an exact int)
     e_D = D if K == 1 else (K**D - 1) // (K - 1)   # exponent of K in the denominator
     if power == 0:
@@ -79,21 +77,21 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     ``transform_seconds`` (keyed: the transform; JAX: ``make_jaxpr`` of the derivative, i.e.
     tracing plus the transform), ``key_visits`` (keyed: exact count; JAX: None),
     ``derivative_ops`` (keyed: instructions of the derivative program, or tangent operations
-    computed by ``forward_eager``; JAX: equations of the derivative's jaxpr), ``grad``
-    (d y_D / d x0; None if not finite), ``analytic_grad``, and for the keyed engine
-    ``run_seconds`` and ``free_seconds``.
+    computed by ``forward_eager``; JAX: equations of the derivative's jaxpr, nested ones
+    included), ``grad`` (d y_D / d x0; None if not finite, and then a ``note`` says so),
+    ``analytic_grad``, and for the keyed engine ``run_seconds`` and ``free_seconds``.
 
-    Raises InputError for depth < 1, fanout < 1, or an unknown engine, keys or mode
-    (``forward_eager`` with JAX included).
+    Raises InputError for depth or fanout < 1, depth * fanout above
+    :data:`trgad.validate.CHAIN_MAX_OPS`, a non-finite x0, or an unknown engine, keys or
+    mode (``forward_eager`` with JAX included).
     """
     from . import engine as keyed
 
-    depth = check_int("depth", depth, 1)
-    fanout = check_int("fanout", fanout, 1)
-    engine = check_choice("engine", engine, ENGINES)
+    depth, fanout = check_chain(depth, fanout)
+    engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
     mode = check_choice("mode", mode, MODES if engine == "keyed" else MODES[:2])
-    x0 = float(x0)
+    x0 = check_finite("x0", x0)
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":
@@ -112,17 +110,19 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     else:
         import jax
 
+        from .timing import time_grad_transform
+        from .whole import count_eqns
+
         f = lambda x: build(x, depth, fanout)  # noqa: E731
-        df = jax.grad(f) if mode == "reverse" else (lambda x: jax.jvp(f, (x,), (1.0,))[1])  # noqa: E731
-        t0 = time.perf_counter()
-        jaxpr = jax.make_jaxpr(df)(x0)
-        seconds = time.perf_counter() - t0
-        g = float(df(x0))
-        out.update(transform_seconds=seconds, key_visits=None, derivative_ops=len(jaxpr.jaxpr.eqns))
+        seconds, jaxpr = time_grad_transform(f, x0, mode=mode)
+        g = float(jax.grad(f)(x0) if mode == "reverse" else jax.jvp(f, (x0,), (1.0,))[1])
+        out.update(transform_seconds=seconds, key_visits=None, derivative_ops=count_eqns(jaxpr))
     out["grad"] = g if math.isfinite(g) else None
     out["analytic_grad"] = analytic_grad(depth, fanout, x0)
     if not math.isfinite(out["analytic_grad"]):
         out["analytic_grad"] = None
+    if out["grad"] is None:
+        out["note"] = f"d y_D / d x0 overflows float64 at x0={x0!r} (y grows like x0**(fanout**depth))"
     return out
 
 

@@ -1,21 +1,35 @@
 """Command line: ``python -m trgad {trg,chain,probe,bench} ...``.
 
-Every bad input ends with one line on stderr naming the value and the allowed range, and
-exit status 2; no traceback.  ``--json`` prints one JSON object on stdout.
+Every parameter is checked against its range (:mod:`trgad.validate`) before any work starts.
+Exit status: 0 ok; 2 bad input (one line on stderr naming the value as typed and the allowed
+range, no traceback); 3 a run in a child process was killed after ``--timeout`` seconds or
+failed; 4 the result is not a finite number (``--json`` never prints NaN or Infinity).
+Every run that may grow exponentially (``trg --engine keyed`` on the whole graph, ``chain``,
+``probe``) runs in a child process killed after ``--timeout``.  ``--json`` prints one JSON
+object on stdout.  README's "Command line" and "Bad input" sections say the same for users.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 
-from .timing import run_with_timeout
-from .validate import InputError, check_beta, check_chi, check_choice, check_finite, check_int, check_positive, check_steps
+import numpy as np
 
-ENGINES = ("jax", "keyed")
-KEYS = ("structural", "interned")
+from . import probe as _probe
+from .keys import STRATEGIES
+from .timing import run_with_timeout
+from .userstep import parse_x0
+from .validate import (BUDGET_MAX, InputError, check_beta, check_chain, check_chi,
+                       check_choice, check_engine, check_finite, check_positive, check_repeats,
+                       check_steps, check_timeout)
+
 METHODS = ("whole", "staged")
+#: Default --timeout, seconds.
+TIMEOUT = 60.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,63 +37,117 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(message)
 
 
+class _NotFinite(Exception):
+    """A result that is not a finite number (exit status 4)."""
+
+
 def _parser():
     p = _Parser(prog="python -m trgad",
                 description="Whole-graph vs staged differentiation of the Ising TRG (trgad).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    keys_help = f"keyed engine's value keys: {' | '.join(STRATEGIES)} (default structural)"
+    timeout_help = f"kill the run after this many seconds, in (0, 86400] (default {TIMEOUT:g})"
 
     t = sub.add_parser("trg", help="lnZ/N and u = -d(lnZ/N)/d beta of the Ising model by TRG")
-    t.add_argument("--beta", default="0.3", help="inverse temperature > 0 (default 0.3)")
-    t.add_argument("--chi", default="16", help="bond dimension >= 2 (default 16)")
+    t.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
+    t.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
     t.add_argument("--steps", default="20", help="TRG steps in [1, 64]; 2**steps sites (default 20)")
     t.add_argument("--engine", default="jax", help="jax | keyed (default jax)")
-    t.add_argument("--keys", default="structural",
-                   help="keyed engine: structural | interned (default structural)")
-    t.add_argument("--timeout", default="60",
-                   help="keyed engine, whole graph: give up after this many seconds (default 60)")
+    t.add_argument("--keys", default="structural", help=keys_help)
+    t.add_argument("--timeout", default=str(TIMEOUT), help="keyed engine, whole graph: " + timeout_help)
     t.add_argument("--method", default="whole", help="whole | staged (default whole)")
     t.add_argument("--specific-heat", action="store_true", help="also compute c (staged method)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
 
     c = sub.add_parser("chain", help="the mul chain y <- y**K / K, differentiated at x0")
-    c.add_argument("--depth", default="20", help="layers >= 1 (default 20)")
+    c.add_argument("--depth", default="20", help="layers >= 1 (default 20); depth * fanout <= 100000")
     c.add_argument("--fanout", default="2", help="uses of each value per layer, >= 1 (default 2)")
     c.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    c.add_argument("--keys", default="structural", help="structural | interned (default structural)")
-    c.add_argument("--x0", default="1.1", help="point of differentiation (default 1.1)")
+    c.add_argument("--keys", default="structural", help=keys_help)
+    c.add_argument("--x0", default="1.1", help="point of differentiation, a finite number (default 1.1)")
+    c.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
     q = sub.add_parser("probe", help="does the transform grow exponentially with depth?")
-    q.add_argument("--graph", default="chain", help="chain | trg | power | newton | evolve")
+    q.add_argument("--graph", default="chain",
+                   help=f"{' | '.join(_probe.GRAPHS)} | module:function | file.py:function")
+    q.add_argument("--x0", default=None,
+                   help="starting state: a number or comma-separated numbers (needed for module:function)")
     q.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    q.add_argument("--keys", default="structural", help="structural | interned (default structural)")
-    q.add_argument("--budget", default="20", help="time budget in seconds (default 20)")
+    q.add_argument("--keys", default="structural", help=keys_help)
+    q.add_argument("--budget", default="20", help="time budget in (0, 3600] seconds, below --timeout (default 20)")
+    q.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
     q.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="forward vs whole-graph vs staged timings, one run")
-    b.add_argument("--chi", default="16")
-    b.add_argument("--steps", default="20")
-    b.add_argument("--beta", default="0.3")
-    b.add_argument("--repeats", default="3", help="timed repeats after a warm-up (default 3)")
-    b.add_argument("--json", action="store_true")
+    b.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
+    b.add_argument("--steps", default="20", help="TRG steps in [1, 64] (default 20)")
+    b.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
+    b.add_argument("--repeats", default="3", help="timed repeats after a warm-up, in [1, 100] (default 3)")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def _in_child(target, kwargs, timeout, what, hint):
+    """Run ``target`` in a child process; its value, or an exit status after one line."""
+    run = run_with_timeout(target, kwargs, timeout=timeout)
+    if run.returned:
+        return run.value, 0
+    if run.input_error:
+        raise InputError(run.input_error)
+    why = f"failed: {run.error}" if run.error else f"did not return within {timeout:g} s (process killed)"
+    print(f"trgad: error: {what}: {why}; {hint}", file=sys.stderr)
+    return None, 3
+
+
+def _non_finite(value, path=""):
+    """The first field of ``value`` (dicts and lists walked) that is a non-finite float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "result"
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for k, v in items:
+        found = _non_finite(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None
+
+
+def _emit(out, as_json, text, inputs):
+    """Print ``out`` (JSON or ``text(out)``) after checking every number in it is finite."""
+    bad = _non_finite(out)
+    if bad:
+        raise _NotFinite(f"{inputs}: {bad} is not a finite number ({_lookup(out, bad)!r})")
+    print(json.dumps(out, allow_nan=False) if as_json else text(out))
+    return 0
+
+
+def _lookup(out, path):
+    for k in path.split("."):
+        out = out[int(k)] if isinstance(out, list) else out[k]
+    return out
 
 
 def _cmd_trg(a):
     beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
-    engine = check_choice("engine", a.engine, ENGINES)
-    keys = check_choice("keys", a.keys, KEYS)
+    engine = check_engine(a.engine)
+    keys = check_choice("keys", a.keys, STRATEGIES)
     method = check_choice("method", a.method, METHODS)
-    timeout = check_positive("timeout", a.timeout)
+    timeout = check_timeout(a.timeout)
+    if a.specific_heat and method != "staged":
+        raise InputError("--specific-heat needs --method staged")
     from . import trg
 
+    inputs = f"trg beta={a.beta} chi={chi} steps={steps}"
     schedule = trg.truncation_schedule(chi, steps, beta)
     out = {"beta": beta, "chi": chi, "steps": steps, "schedule": schedule,
            "method": method, "engine": engine}
     t0 = time.perf_counter()
     if engine == "jax" and method == "whole":
-        if a.specific_heat:
-            raise InputError("--specific-heat needs --method staged")
         from . import whole
 
         lnz, dlnz = whole.value_and_grad(beta, schedule)
@@ -87,81 +155,114 @@ def _cmd_trg(a):
     elif method == "staged":
         from . import staged
 
-        res = staged.run(beta, schedule, engine=engine, keys=keys, specific_heat=a.specific_heat)
-        out.update(res)
+        out.update(staged.run(beta, schedule, engine=engine, keys=keys,
+                              with_specific_heat=a.specific_heat))
     else:
-        if a.specific_heat:
-            raise InputError("--specific-heat needs --method staged")
         if keys == "structural" and steps >= 4:
             print(f"trgad: note: steps={steps} with structural keys is the exponential case this "
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        # In a child process with a hard timeout: the exponential case must not hang the shell.
-        run = run_with_timeout("trgad.whole:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
-                               timeout=timeout)
-        if not run.returned:
-            why = run.error or f"did not return within {timeout:g} s (process killed)"
-            print(f"trgad: error: whole-graph transform, keyed engine, {keys} keys, steps={steps}: "
-                  f"{why}; try --method staged, --keys interned or a larger --timeout", file=sys.stderr)
-            return 3
-        out.update(run.value)
+        value, status = _in_child("trgad.whole:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+                                  timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
+                                  "try --method staged, --keys interned or a larger --timeout")
+        if status:
+            return status
+        out.update(value)
     out["seconds"] = time.perf_counter() - t0
-    if a.json:
-        print(json.dumps(out))
-    else:
-        c = out.get("c")
+
+    def text(o):
+        c = o.get("c")
         c_text = "" if c is None else f"  c={c:.10f}"
-        print(f"TRG {method} ({engine}) beta={beta} chi={chi} steps={steps} schedule={schedule}")
-        print(f"lnZ/N={out['lnz_per_site']:.15f}  u={out['u']:.15f}{c_text}  ({out['seconds']:.2f} s)")
-    return 0
+        return (f"TRG {method} ({engine}) beta={beta} chi={chi} steps={steps} schedule={schedule}\n"
+                f"lnZ/N={o['lnz_per_site']:.15f}  u={o['u']:.15f}{c_text}  ({o['seconds']:.2f} s)")
+    return _emit(out, a.json, text, inputs)
+
+
+def _line(out):
+    return " ".join(f"{k}={v}" for k, v in out.items())
 
 
 def _cmd_chain(a):
-    depth = check_int("depth", a.depth, 1)
-    fanout = check_int("fanout", a.fanout, 1)
-    engine = check_choice("engine", a.engine, ENGINES)
-    keys = check_choice("keys", a.keys, KEYS)
+    depth, fanout = check_chain(a.depth, a.fanout)
+    engine = check_engine(a.engine)
+    keys = check_choice("keys", a.keys, STRATEGIES)
     x0 = check_finite("x0", a.x0)
-    from . import chain
-
-    out = chain.run(depth, fanout, engine=engine, keys=keys, x0=x0)
-    if a.json:
-        print(json.dumps(out))
-    else:
-        print(" ".join(f"{k}={v}" for k, v in out.items()))
-    return 0
+    timeout = check_timeout(a.timeout)
+    kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
+    out, status = _in_child("trgad.chain:run", kwargs, timeout,
+                            f"chain depth={depth} fanout={fanout}, {engine} engine"
+                            + (f", {keys} keys" if engine == "keyed" else ""),
+                            "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
+                            + " or a larger --timeout")
+    if status:
+        return status
+    return _emit(out, a.json, _line, f"chain depth={depth} fanout={fanout} x0={a.x0}")
 
 
 def _cmd_probe(a):
-    graph = check_choice("graph", a.graph, ("chain", "trg", "power", "newton", "evolve"))
-    engine = check_choice("engine", a.engine, ENGINES)
-    keys = check_choice("keys", a.keys, KEYS)
-    budget = check_positive("budget", a.budget)
-    from . import probe
-
-    out = probe.run_builtin(graph, engine=engine, keys=keys, budget=budget)
-    if a.json:
-        print(json.dumps(out))
-    else:
-        print(" ".join(f"{k}={v}" for k, v in out.items()))
-    return 0
+    engine = check_engine(a.engine)
+    keys = check_choice("keys", a.keys, STRATEGIES)
+    budget = check_positive("budget", a.budget, BUDGET_MAX)
+    timeout = check_timeout(a.timeout)
+    if budget >= timeout:
+        raise InputError(f"budget={a.budget.strip()!r} is out of range: budget must be below --timeout "
+                         f"({timeout:g} s), which kills the probe")
+    graph = a.graph
+    x0 = None if a.x0 is None else parse_x0(a.x0)
+    if graph not in _probe.GRAPHS:
+        if ":" not in graph:
+            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(_probe.GRAPHS)}, "
+                             f"or give module:function")
+        if x0 is None:
+            raise InputError(f"graph={graph!r} needs --x0, the starting state (e.g. --x0 0.9,0.8)")
+        module, _, name = graph.rpartition(":")
+        if module.endswith(".py") or os.sep in module:
+            graph = f"{os.path.abspath(module)}:{name}"     # the child may not share the cwd
+        # the user's code is imported and run only in the child, under --timeout; a spec that
+        # does not import or a step that fails on x0 comes back as an InputError (exit 2)
+    elif graph == "trg" and x0 is not None:
+        raise InputError("--x0 is not used with --graph trg (the TRG is probed by steps at beta = 0.3)")
+    kwargs = {"graph": graph, "x0": list(x0) if isinstance(x0, tuple) else x0,
+              "engine": engine, "keys": keys, "budget": budget, "label": a.graph}
+    out, status = _in_child("trgad.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
+                            "try a smaller --budget or a larger --timeout")
+    if status:
+        return status
+    return _emit(out, a.json, _line, f"probe graph={a.graph}")
 
 
 def _cmd_bench(a):
     from . import bench
 
-    out = bench.run(check_chi(a.chi), check_steps(a.steps), check_beta(a.beta),
-                    repeats=check_int("repeats", a.repeats, 1))
-    print(json.dumps(out) if a.json else bench.format(out))
-    return 0
+    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
+    out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats))
+    return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
 
 
 def main(argv=None):
-    """Entry point; returns the exit status (0 ok, 2 bad input, 3 a capped run timed out)."""
+    """Entry point; returns the exit status (0 ok, 2 bad input, 3 a capped run timed out or
+    failed in its child process, 4 a result that is not finite, 1 an internal error)."""
+    commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}
     try:
         a = _parser().parse_args(argv)
-        return {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}[a.command](a)
+        return commands[a.command](a)
     except InputError as e:
         print(f"trgad: error: {e}", file=sys.stderr)
         return 2
+    except _NotFinite as e:
+        print(f"trgad: error: {e}", file=sys.stderr)
+        return 4
+    except (ArithmeticError, np.linalg.LinAlgError) as e:
+        print(f"trgad: error: numerical failure, {type(e).__name__}: {e}", file=sys.stderr)
+        return 4
+    except KeyboardInterrupt:
+        print("trgad: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # one line, never a traceback (TRGAD_DEBUG=1 shows it)
+        if os.environ.get("TRGAD_DEBUG"):
+            raise
+        text = (str(e).strip().splitlines() or [""])[0]
+        print(f"trgad: error: internal error, {type(e).__name__}: {text} "
+              f"(TRGAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1

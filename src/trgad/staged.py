@@ -34,12 +34,10 @@ import time
 
 from . import ising, trg
 from .keys import STRATEGIES
-from .validate import InputError, check_beta, check_choice, check_int
+from .validate import BETA_MAX, InputError, check_beta, check_choice, check_engine, check_repeats
 
 #: Step of the central difference for the specific heat, as in the source document (h = 1e-5).
 FD_STEP = 1e-5
-
-ENGINES = ("jax", "keyed")
 
 
 # --------------------------------------------------------------------------------------
@@ -121,8 +119,8 @@ def _schedule(schedule):
         raise InputError(f"schedule={schedule!r} is not a sequence of integers") from None
     if not ks:
         raise InputError("schedule=[] is out of range: at least one TRG step is needed")
-    for k in ks:
-        check_int("k", k, 1)
+    if min(ks) < 1:
+        raise InputError(f"schedule={ks!r} is out of range: every entry must be an integer >= 1")
     return ks
 
 
@@ -168,7 +166,8 @@ def value_and_grad_jax(beta, schedule):
         ct = bwd(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
     dlnz = P.init_bwd(res0, ct)
     lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
-    return lnz, float(dlnz)
+    # the factor e^{2 beta} per site taken out of the initial tensor (trgad.ising)
+    return lnz + ising.log_weight_per_site(beta), float(dlnz) + 2.0
 
 
 # --------------------------------------------------------------------------------------
@@ -199,7 +198,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
 
     Raises
     ------
-    InputError for bad beta, schedule or keys; ImportError if :mod:`trgad.engine` is missing.
+    InputError for bad beta, schedule or keys.
     """
     import numpy as np
 
@@ -230,6 +229,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     tail_value = float(_concrete(tail))
     forward_seconds = time.perf_counter() - t0
     lnz = tail_value / 2**n + sum(ln / 2**i for i, ln in enumerate(ln_values))
+    lnz += ising.log_weight_per_site(beta)    # e^{2 beta} per site, out of T (trgad.ising)
 
     totals = {"transform_seconds": 0.0, "run_seconds": 0.0, "key_visits": 0, "derivative_ops": 0}
     per_step = []
@@ -254,7 +254,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
         # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
         ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_forward[i])
     dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
-    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)), "forward_seconds": forward_seconds,
+    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + 2.0, "forward_seconds": forward_seconds,
            "per_step": per_step}
     out.update(totals)
     return out
@@ -273,26 +273,38 @@ def _concrete(value):
 
 def value_and_grad(beta, schedule, engine="jax", keys="structural"):
     """(lnZ/N, d lnZ/N / d beta) by the staged method on ``engine`` ("jax" or "keyed")."""
-    engine = check_choice("engine", engine, ENGINES)
+    engine = check_engine(engine)
     if engine == "jax":
         return value_and_grad_jax(beta, schedule)
     r = value_and_grad_engine(beta, schedule, keys=keys)
     return r["lnz_per_site"], r["dlnz"]
 
 
-def specific_heat(beta, schedule, engine="jax", keys="structural", h=FD_STEP):
+def fd_step(beta):
+    """The central-difference step for :func:`specific_heat` at ``beta``: 1e-5 as in the
+    source document (:data:`FD_STEP`), but at most beta / 2 (so that beta - h > 0 at small
+    beta) and at least 1e-8 beta (so that beta +- h are distinct floats at large beta)."""
+    return max(min(FD_STEP, beta / 2), beta * 1e-8)
+
+
+def specific_heat(beta, schedule, engine="jax", keys="structural", h=None):
     """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of two staged gradients.
 
-    c ~= beta**2 [g(beta + h) - g(beta - h)] / (2 h) with g = d(lnZ/N)/d beta, h = 1e-5 as in
-    the source document; the truncation error is O(h**2) ~ 1e-10 and the rounding error
-    ~ 1e-16 / h ~ 1e-11.  Units of k_B per site.  Raises InputError if h >= beta or h <= 0.
+    c ~= beta**2 [g(beta + h) - g(beta - h)] / (2 h) with g = d(lnZ/N)/d beta and h =
+    :func:`fd_step` unless given; the truncation error is O(h**2) and the rounding error
+    ~ 1e-16 / h.  The denominator is the distance of the two floats actually used (beta + h
+    is capped at BETA_MAX).  A zero difference (deep in the ordered phase, where g = 2 to the
+    last bit) gives c = 0, never inf * 0.  Units of k_B per site.  Raises InputError if h is given outside (0, beta).
     """
     beta = check_beta(beta)
-    if not 0 < h < beta:
+    if h is None:
+        h = fd_step(beta)
+    elif not 0 < h < beta:
         raise InputError(f"h={h!r} is out of range: h must be in (0, beta)")
-    _, g_plus = value_and_grad(beta + h, schedule, engine, keys)
-    _, g_minus = value_and_grad(beta - h, schedule, engine, keys)
-    return beta**2 * (g_plus - g_minus) / (2 * h)
+    up, down = min(beta + h, BETA_MAX), beta - h     # one-sided at the top of the range
+    _, g_plus = value_and_grad(up, schedule, engine, keys)
+    _, g_minus = value_and_grad(down, schedule, engine, keys)
+    return beta * ((g_plus - g_minus) / (up - down)) * beta
 
 
 @functools.lru_cache(maxsize=8)
@@ -316,18 +328,18 @@ def specific_heat_autodiff(beta, schedule):
     return beta**2 * float(_whole_second(ks)(float(beta)))
 
 
-def run(beta, schedule, engine="jax", keys="structural", specific_heat=False):
+def run(beta, schedule, engine="jax", keys="structural", with_specific_heat=False):
     """The staged method for the command line: ``python -m trgad trg --method staged``.
 
     Returns a JSON-ready dict: ``lnz_per_site``, ``u`` (= -d lnZ/N / d beta, units of J),
-    ``c`` (specific heat per site by :func:`specific_heat`, or None unless asked),
+    ``c`` (specific heat per site by :func:`specific_heat` if ``with_specific_heat``, else
+    None) and ``fd_step`` (the step h it used),
     ``value_and_grad_seconds`` (this call's staged value and gradient, first call included),
     ``keys`` (engine only) and, for the keyed engine, ``transform_seconds``, ``key_visits``,
     ``derivative_ops``, ``run_seconds`` summed over all per-step VJPs.
     """
-    engine = check_choice("engine", engine, ENGINES)
+    engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
-    flag = specific_heat
     t0 = time.perf_counter()
     out = {}
     if engine == "jax":
@@ -341,9 +353,10 @@ def run(beta, schedule, engine="jax", keys="structural", specific_heat=False):
                    forward_seconds=r["forward_seconds"])
     out["value_and_grad_seconds"] = time.perf_counter() - t0
     out.update(lnz_per_site=lnz, u=-dlnz, c=None)
-    if flag:
-        out["c"] = globals()["specific_heat"](beta, schedule, engine=engine, keys=keys)
-        out["fd_step"] = FD_STEP
+    if with_specific_heat:
+        beta = check_beta(beta)
+        out["fd_step"] = fd_step(beta)
+        out["c"] = specific_heat(beta, schedule, engine=engine, keys=keys, h=out["fd_step"])
     return out
 
 
@@ -373,8 +386,7 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       bond dimension; the earlier ones are tiny), ``engine_linear_ratio`` (their ratio: what
       a cost linear in the steps predicts for ``engine_staged_ratio``),
       ``engine_step_cost_<n>`` (mean forward + transform + run time of a full-size step) and
-      ``engine_step_cost_ratio`` (about 1 when the cost is linear); skipped
-      (``engine_error``) if :mod:`trgad.engine` is not available.  Engine times are the
+      ``engine_step_cost_ratio`` (about 1 when the cost is linear).  Engine times are the
       minimum of ``repeats`` after one warm-up.
 
     The ratios to the whole graph and forward pass are formed by :func:`trgad.bench.run`.
@@ -382,7 +394,7 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     from .timing import time_call
 
     beta, ks = check_beta(beta), _schedule(schedule)
-    repeats = check_int("repeats", repeats, 1)
+    repeats = check_repeats(repeats)
     out = {}
     clear_cache()
     t0 = time.perf_counter()
@@ -390,11 +402,6 @@ def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     out["staged_first"] = time.perf_counter() - t0
     out["staged"] = time_call(lambda: value_and_grad_jax(beta, ks), warmup=1, repeats=repeats).min
     out["staged_compiled_programs"] = len(compiled_shapes())
-    try:
-        from . import engine as keyed  # noqa: F401
-    except ImportError as e:
-        out["engine_error"] = f"trgad.engine not available: {e}"
-        return out
     chi = chi or max(ks)
     for n in engine_steps:
         sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)

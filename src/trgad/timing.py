@@ -2,6 +2,7 @@
 
 * :func:`time_call` - warm-up, repeats, min and median (wall clock, ``time.perf_counter``).
 * :func:`capped_sweep` - run a measurement for growing sizes, stop once one passes a cap.
+* :func:`time_grad_transform` - JAX's ``make_jaxpr(grad(f))``, timed (wall or CPU clock).
 * :func:`run_with_timeout` - run a function in a fresh Python process with a hard timeout
   and report "did not return within T s" instead of hanging.
 
@@ -11,7 +12,9 @@ waits longer than it says.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -19,7 +22,7 @@ import sys
 import time
 from typing import Any, Callable, Iterable
 
-from .validate import check_int, check_positive
+from .validate import check_choice, check_int, check_positive, check_timeout
 
 
 @dataclasses.dataclass
@@ -40,12 +43,39 @@ class Timing:
 
 def block(x):
     """Wait for JAX's asynchronous dispatch to finish (no-op for other values)."""
-    try:
-        import jax
+    import jax
 
-        return jax.block_until_ready(x)
-    except ImportError:  # pragma: no cover
-        return x
+    return jax.block_until_ready(x)
+
+
+def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"):
+    """Trace and transform ``jax.grad(f)`` at ``x`` (``jax.make_jaxpr``), timed; with
+    ``mode="forward"`` the forward-mode derivative ``jax.jvp(f, (x,), (1.0,))`` instead.
+
+    Returns ``(seconds, closed_jaxpr)``: the minimum over ``repeats`` calls of ``clock``'s
+    difference (``time.perf_counter``: wall time; ``time.process_time``: this process's CPU
+    time, which other processes on the machine do not inflate), with Python's garbage
+    collector paused during each call (as ``timeit`` does), and the jaxpr of the gradient.
+    This is JAX's counterpart of the keyed engine's transform: tracing plus the reverse-mode
+    transform, no compilation.
+    """
+    import jax
+
+    repeats = check_int("repeats", repeats, 1)
+    mode = check_choice("mode", mode, ("reverse", "forward"))
+    derivative = jax.grad(f) if mode == "reverse" else (lambda y: jax.jvp(f, (y,), (1.0,))[1])
+    best, jaxpr = math.inf, None
+    for _ in range(repeats):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = clock()
+            jaxpr = jax.make_jaxpr(derivative)(x)
+            best = min(best, clock() - t0)
+        finally:
+            if was_enabled:
+                gc.enable()
+    return best, jaxpr
 
 
 def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Timing:
@@ -109,11 +139,14 @@ class SubprocessResult:
     timeout: float
     value: Any = None         # the function's JSON-serialisable result, if it returned
     error: str | None = None  # last line of stderr if the process failed
+    input_error: str | None = None  # the message of an InputError the function raised
 
     @property
     def message(self) -> str:
         if self.returned:
             return f"returned in {self.seconds:.2f} s"
+        if self.input_error:
+            return f"bad input: {self.input_error}"
         if self.error:
             return f"failed: {self.error}"
         return f"did not return within {self.timeout:g} s (killed)"
@@ -121,10 +154,15 @@ class SubprocessResult:
 
 _RUNNER = """
 import importlib, json, sys
+from trgad.validate import InputError
 mod, _, name = sys.argv[1].partition(":")
 args, kwargs = json.loads(sys.argv[2])
-result = getattr(importlib.import_module(mod), name)(*args, **kwargs)
-print("\\n@@RESULT@@" + json.dumps(result))
+try:
+    result = getattr(importlib.import_module(mod), name)(*args, **kwargs)
+except InputError as e:
+    print("\\n@@INPUTERROR@@" + str(e).splitlines()[0])
+    sys.exit(2)
+print("\\n@@RESULT@@" + json.dumps(result, allow_nan=False))
 """
 
 
@@ -132,11 +170,14 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
                      args: list | None = None) -> SubprocessResult:
     """Run ``module:function(*args, **kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
 
-    The function must return something JSON-serialisable.  The child gets this process's
+    The function must return something JSON-serialisable without NaN or infinities (else
+    the child fails and ``error`` says so).  An :class:`trgad.InputError` raised in the child
+    comes back as ``input_error`` (its one-line message).  The child gets this process's
     environment (and ``sys.path``), so it imports the same ``trgad``.  The time includes the
-    child's start-up and imports (about a second for JAX).
+    child's start-up and imports (about a second for JAX).  Raises InputError for a timeout
+    outside (0, TIMEOUT_MAX].
     """
-    timeout = check_positive("timeout", timeout)
+    timeout = check_timeout(timeout)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-c", _RUNNER, target, json.dumps([args or [], kwargs or {}])]
@@ -149,6 +190,9 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
         proc.communicate()
         return SubprocessResult(False, time.perf_counter() - t0, timeout)
     seconds = time.perf_counter() - t0
+    if "@@INPUTERROR@@" in out:
+        message = out.rsplit("@@INPUTERROR@@", 1)[1].strip()
+        return SubprocessResult(False, seconds, timeout, input_error=message)
     if proc.returncode != 0 or "@@RESULT@@" not in out:
         last = (err.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
         return SubprocessResult(False, seconds, timeout, error=last)

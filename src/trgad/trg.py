@@ -1,7 +1,7 @@
 """Levin-Nave TRG for the 2D Ising model, written once for several array back ends.
 
 The functions take an ``ops`` namespace (:data:`JAX`, :data:`NUMPY`, or the keyed engine's
-``trgad.engine.KeyedOps``) so that the *same* code builds the JAX graph that ``jax.grad``
+``trgad.whole.KeyedOps``) so that the *same* code builds the JAX graph that ``jax.grad``
 differentiates and the graph that the keyed engine transforms.
 
 Conventions
@@ -13,11 +13,13 @@ Conventions
 * Before step i, T_i is divided by its Frobenius norm.  After n steps one tensor stands for
   N = 2**n sites and
 
-      lnZ/N = sum_i ln||T_i|| / 2**i + ln(tr T_n) / 2**n,
+      lnZ/N = 2 beta + sum_i ln||T_i|| / 2**i + ln(tr T_n) / 2**n,
 
   where tr joins left with right and up with down (a torus of one tensor).
 * The truncation schedule ks[i] = min(chi, numerical rank at step i) is fixed before
   tracing, so every shape in the graph is static.  For chi = 16: [2, 4, 4, 16, 16, ...].
+* The initial tensor is scaled by e^{-2 beta} (:mod:`trgad.ising`) and lnZ/N gets 2 beta
+  back, so nothing overflows for any beta in (0, BETA_MAX].
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def _jax_ops():
 
     ops = _Ops()
     ops.name = "jax"
-    ops.exp, ops.log, ops.sqrt = jnp.exp, jnp.log, jnp.sqrt
+    ops.exp, ops.expm1, ops.log, ops.sqrt = jnp.exp, jnp.expm1, jnp.log, jnp.sqrt
     ops.reshape, ops.transpose, ops.einsum = jnp.reshape, jnp.transpose, jnp.einsum
     ops.norm = jnp.linalg.norm
     ops.svd = truncated_svd
@@ -55,7 +57,7 @@ def _numpy_svd(M, k):
 def _numpy_ops():
     ops = _Ops()
     ops.name = "numpy"
-    ops.exp, ops.log, ops.sqrt = np.exp, np.log, np.sqrt
+    ops.exp, ops.expm1, ops.log, ops.sqrt = np.exp, np.expm1, np.log, np.sqrt
     ops.reshape, ops.transpose = np.reshape, np.transpose
     ops.einsum = lambda spec, *xs: np.einsum(spec, *xs, optimize=True)
     ops.norm = np.linalg.norm
@@ -118,7 +120,8 @@ def torus_trace(T, ops):
 
 
 def lnz_from_steps(ln_norms, T_last, ops):
-    """lnZ/N = sum_i ln||T_i|| / 2**i + ln tr T_n / 2**n (n = len(ln_norms))."""
+    """ln Z~/N = sum_i ln||T_i|| / 2**i + ln tr T_n / 2**n (n = len(ln_norms)), for the scaled
+    tensor of :func:`trgad.ising.initial_tensor` (add 2 beta for lnZ/N)."""
     n = len(ln_norms)
     total = ops.log(torus_trace(T_last, ops)) * (1.0 / 2**n)
     for i, ln in enumerate(ln_norms):
@@ -137,7 +140,9 @@ def lnz_per_site(beta, schedule, ops=None):
 
     Returns
     -------
-    Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.
+    Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.  The graph
+    contracts the scaled tensor T e^{-2 beta} and adds 2 beta back
+    (:func:`trgad.ising.log_weight_per_site`), so it stays finite for every finite beta > 0.
     """
     ops = ops or jax_ops()
     T = ising.initial_tensor(beta, ops)
@@ -145,17 +150,29 @@ def lnz_per_site(beta, schedule, ops=None):
     for k in schedule:
         T, ln = trg_step(T, int(k), ops)
         ln_norms.append(ln)
-    return lnz_from_steps(ln_norms, T, ops)
+    return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
 
 
-def truncation_schedule(chi, steps, beta=0.3, rtol=1e-10):
+#: Relative size below which a singular value counts as zero for the truncation schedule:
+#: about 450 float64 epsilons, just above the SVD's rounding level (eps * s_0 times a small
+#: factor).  Anything larger is resolved, so it is physics, not noise, and must be kept:
+#: at small beta the sectors that carry u have singular values ~ 2 beta * s_0, and a larger
+#: tolerance (1e-10 in earlier versions) dropped them for beta < ~1e-10, keeping lnZ/N but
+#: giving u wrong by a factor up to 4 on the small tori (u = -2 beta instead of -8 beta).
+RANK_RTOL = 1e-13
+
+
+def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
 
     Found by a NumPy forward pass at ``beta`` (the ranks of the first steps come from the
-    model's symmetry and do not depend on beta in the paramagnetic and ordered phases).
-    A singular value counts when it exceeds ``rtol`` times the largest one.
+    model's symmetry: [2, 4, 4, 16, 16, ...] for chi = 16 at beta = 0.3).  A singular value
+    counts when it exceeds ``rtol`` times the largest one (default :data:`RANK_RTOL`; below
+    beta ~ 1e-13 the beta-sized values fall under it and u keeps an absolute error of about
+    6 beta, while lnZ/N stays exact to rounding).
 
-    Returns a list of ``steps`` ints.  Raises InputError for chi < 2, steps < 1 or a bad beta.
+    Returns a list of ``steps`` ints.  Raises InputError for chi outside [2, CHI_MAX], steps
+    outside [1, MAX_STEPS] or a bad beta (see :mod:`trgad.validate`).
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
     ops = NUMPY

@@ -13,7 +13,7 @@ import time
 from . import engine as keyed
 from . import trg
 from .keys import STRATEGIES
-from .timing import block, time_call
+from .timing import block, time_call, time_grad_transform
 from .validate import InputError, check_beta, check_chi, check_choice, check_int, check_steps
 
 
@@ -52,8 +52,10 @@ def value_and_grad(beta, schedule, jit=True):
 def measure(steps, chi=16, beta=0.3, repeats=0):
     """The phenomenon's JAX row for ``steps`` TRG steps.
 
-    Returns a dict with ``steps``, ``eqns`` (equations in the jaxpr of ``jax.grad``, nested
-    jaxprs counted once each), ``make_jaxpr_seconds`` (tracing plus the transform),
+    Returns a dict with ``steps``, ``eqns`` (equations in the jaxpr of ``jax.grad``,
+    counting the equations inside nested jaxprs too: see :func:`count_eqns`),
+    ``eqns_top_level`` (top-level equations only, ``len(jaxpr.eqns)``, as the source document
+    counted), ``make_jaxpr_seconds`` (tracing plus the transform, wall clock),
     ``first_jit_seconds`` (first call of ``jax.jit(jax.grad(f))``, compilation included),
     ``grad`` (d lnZ/N / d beta), and, when ``repeats`` > 0, ``run_seconds`` (steady-state
     call, min of ``repeats``).  Mirrors the source document's JAX script: each timed call
@@ -62,17 +64,15 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     jax = _jax()
     steps, chi, beta = check_steps(steps), check_chi(chi), check_beta(beta)
     schedule = trg.truncation_schedule(chi, steps, beta)
-    f = lnz_fn(schedule)
-    t0 = time.perf_counter()
-    jaxpr = jax.make_jaxpr(jax.grad(f))(beta)
-    t_jaxpr = time.perf_counter() - t0
+    t_jaxpr, jaxpr = time_grad_transform(lnz_fn(schedule), beta)
     g = jax.jit(jax.grad(lnz_fn(schedule)))
     t0 = time.perf_counter()
     grad = block(g(beta))
     t_first = time.perf_counter() - t0
     row = {
         "steps": steps,
-        "eqns": count_eqns(jaxpr.jaxpr),
+        "eqns": count_eqns(jaxpr),
+        "eqns_top_level": count_eqns(jaxpr, nested=False),
         "make_jaxpr_seconds": t_jaxpr,
         "first_jit_seconds": t_first,
         "grad": float(grad),
@@ -82,9 +82,39 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     return row
 
 
-def count_eqns(jaxpr):
-    """Number of equations in a jaxpr, top level only (as ``len(jaxpr.eqns)``)."""
-    return len(jaxpr.eqns)
+def count_eqns(jaxpr, nested=True):
+    """Number of equations in a jaxpr (a ``Jaxpr`` or ``ClosedJaxpr``).
+
+    With ``nested`` (default) every equation counts once at its own level, and the equations
+    of each sub-jaxpr held in an equation's parameters are added, recursively: the body of
+    ``jit``/``pjit``, the ``call_jaxpr`` of ``custom_vjp_call``/``custom_jvp_call``, the
+    bodies of ``scan`` and ``while``, every branch of ``cond``.  So ``jit(f)`` inside ``g``
+    counts 1 (the call) plus f's equations.  ``nested=False`` gives ``len(jaxpr.eqns)``.
+    """
+    root = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
+    if not nested:
+        return len(root.eqns)
+    total, stack = 0, [root]
+    while stack:
+        current = stack.pop()
+        total += len(current.eqns)
+        for eqn in current.eqns:
+            stack.extend(_sub_jaxprs(list(eqn.params.values())))
+    return total
+
+
+def _sub_jaxprs(values):
+    """The jaxprs among equation parameters (Jaxpr, ClosedJaxpr, or tuples of them)."""
+    found, todo = [], list(values)
+    while todo:
+        v = todo.pop()
+        if hasattr(v, "eqns"):
+            found.append(v)
+        elif hasattr(v, "jaxpr") and hasattr(v.jaxpr, "eqns"):
+            found.append(v.jaxpr)
+        elif isinstance(v, (tuple, list)):
+            todo.extend(v)
+    return found
 
 
 class KeyedOps:

@@ -1,0 +1,102 @@
+"""The probe's verdict: is a cost sequence m(d) exponential or polynomial in the depth d?
+
+The rule asks how m grows as the depth *doubles*.  For a polynomial of degree p with
+non-negative coefficients, m(2d)/m(d) rises towards 2**p and never exceeds it; for an
+exponential b**d, m(2d)/m(d) = b**d keeps growing, so log m(2d)/m(d) doubles with d and any
+base b > 1 shows once the depths probed are deep enough.  The book's chapter "How to detect
+it" (book/detect.md) explains the rule and its constants; :func:`classify` applies it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+#: Degree of the largest polynomial that can never be called exponential: a polynomial of
+#: degree <= 3 with non-negative coefficients has m(2d)/m(d) <= 2**3 at every depth.
+POLY_DEGREE = 3
+#: Doubling the depth must multiply log-growth by more than this: log(m(D)/m(D/2)) >
+#: ACCELERATION * log(m(D/2)/m(D/4)).  Exponential: 2; polynomial: tends to 1.
+ACCELERATION = 1.5
+#: Per-layer ratio above which growth counts as exponential when the depths probed do not
+#: span two doublings (e.g. the TRG by 1, 2, 3 steps); with the polynomial bound as well.
+THRESHOLD = 1.5
+#: Fewest measured depths on which a verdict is given (two ratios, never one).
+MIN_DEPTHS = 3
+
+
+@dataclasses.dataclass
+class Classification:
+    """Result of :func:`classify`.
+
+    ``ratios``: per-layer ratios (m(d2)/m(d1))**(1/(d2-d1)) between consecutive depths;
+    ``base``: per-layer growth from a least-squares fit of log m against d over the
+    deepest half of the depths (d >= D/2); ``rule``: "doubling", "per-layer ratio" or why no
+    verdict; ``doubling``: the depths (D/4, D/2, D) and the two growth factors
+    m(D/2)/m(D/4) and m(D)/m(D/2) the doubling rule used (None otherwise); ``verdict``:
+    "exponential", "polynomial" or "undetermined".
+    """
+
+    ratios: list
+    base: float
+    verdict: str
+    rule: str
+    doubling: dict | None = None
+
+
+def _per_layer(c1, c2, d1, d2):
+    if not (c1 > 0 and c2 > 0):
+        return math.nan
+    return (c2 / c1) ** (1.0 / (d2 - d1))
+
+
+def _interp(x, xs, ys):
+    """Piecewise-linear interpolation (xs increasing, xs[0] <= x <= xs[-1])."""
+    for (x1, y1), (x2, y2) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x1 <= x <= x2:
+            return y1 + (y2 - y1) * (x - x1) / (x2 - x1)
+    return ys[-1] if x >= xs[-1] else ys[0]
+
+
+def _fit_slope(xs, ys):
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+
+
+def classify(depths, costs, degree=POLY_DEGREE, acceleration=ACCELERATION, threshold=THRESHOLD):
+    """Verdict on costs ``costs`` measured at increasing ``depths`` (a :class:`Classification`).
+
+    With D the deepest depth and at least :data:`MIN_DEPTHS` positive costs:
+
+    * if D >= 4 * depths[0] (two doublings probed), "exponential" when
+      g1 = ln(m(D)/m(D/2)) > degree * ln 2 and g1 > acceleration * ln(m(D/2)/m(D/4)), log m
+      interpolated linearly in d between probed depths; "polynomial" otherwise;
+    * else (too short a range to double twice) "exponential" when each of the last two
+      per-layer ratios exceeds max(threshold, (d2/d1)**(degree/(d2-d1))), the largest ratio a
+      polynomial of that degree can show there.
+
+    Fewer than :data:`MIN_DEPTHS` depths, or a cost <= 0 or not finite: "undetermined".
+    """
+    ds, cs = [float(d) for d in depths], [float(c) for c in costs]
+    ratios = [_per_layer(cs[j], cs[j + 1], ds[j], ds[j + 1]) for j in range(len(ds) - 1)]
+    if len(ds) < MIN_DEPTHS:
+        return Classification(ratios, math.nan, "undetermined", f"fewer than {MIN_DEPTHS} depths")
+    if not all(math.isfinite(c) and c > 0 for c in cs):
+        return Classification(ratios, math.nan, "undetermined", "a cost is zero or not finite")
+    logs = [math.log(c) for c in cs]
+    D = ds[-1]
+    deep = [(d, L) for d, L in zip(ds, logs) if d >= D / 2]
+    if len(deep) < 2:
+        deep = list(zip(ds, logs))[-2:]
+    base = math.exp(_fit_slope([d for d, _ in deep], [L for _, L in deep]))
+    if D >= 4 * ds[0]:
+        L = lambda x: _interp(x, ds, logs)  # noqa: E731
+        g0, g1 = L(D / 2) - L(D / 4), L(D) - L(D / 2)
+        exponential = g1 > degree * math.log(2) and g1 > acceleration * g0
+        doubling = {"depths": [D / 4, D / 2, D], "growth": [math.exp(g0), math.exp(g1)]}
+        return Classification(ratios, base, "exponential" if exponential else "polynomial",
+                              "doubling", doubling)
+    last = list(zip(ds, ds[1:], ratios))[-2:]
+    exponential = all(r > max(threshold, (d2 / d1) ** (degree / (d2 - d1))) for d1, d2, r in last)
+    return Classification(ratios, base, "exponential" if exponential else "polynomial", "per-layer ratio")
