@@ -1,171 +1,288 @@
-"""Truncated SVD with a reverse rule that stays finite on degenerate spectra.
+"""Truncated SVD and balanced split, with derivative rules that stay exact on degenerate spectra.
 
-The rule is written once, against an array namespace ``xp`` (``numpy`` or ``jax.numpy``),
-and is used by both the JAX TRG (through :func:`truncated_svd`, a ``jax.custom_vjp``) and
-the keyed graph engine.
+Why not ``jnp.linalg.svd``'s own rule?  It forms 1/(s_j^2 - s_i^2) over *all* pairs of
+singular values (``jax/_src/lax/linalg.py``, ``_svd_jvp_rule``).  From TRG step 5 on, the
+256 x 256 matrix has many exactly equal (numerically zero) singular values, the factor is
+``inf``, and ``inf * 0`` makes the gradient NaN although the loss never looks at the
+discarded vectors.
 
-Why not ``jnp.linalg.svd``'s own rule?  Its JVP (``jax/_src/lax/linalg.py``,
-``_svd_jvp_rule``) forms F_ij = 1/(s_j^2 - s_i^2) over *all* pairs of singular values and
-masks only the diagonal.  From TRG step 5 on, the 256 x 256 matrix has many exactly equal
-(numerically zero) singular values, F gets ``inf`` entries, and ``inf * 0`` makes the
-gradient NaN although the loss never looks at the discarded vectors.
+Two primitives, both first-order perturbation theory of the SVD (e.g. Townsend,
+"Differentiating the singular value decomposition", 2016) restricted to the k kept triplets,
+and both summing the kept-discarded pairs in closed form through the resolvent of the
+discarded part (:func:`resolvent`), so that two discarded values are never paired:
 
-The rule here only ever pairs a *kept* singular value with another value:
+* :func:`balanced_split` returns the halves X = U sqrt(S), Y = sqrt(S) V^T that a tensor
+  network puts at the two ends of a bond (the TRG uses it).  Its tangent
+  (:func:`split_tangent`) is written covariantly in X and Y, and its only denominators among
+  kept values are s_i + s_j: derivatives of every order are exact at degenerate singular
+  values for a loss unchanged by X -> X G, Y -> G^T Y (G orthogonal).
+* :func:`truncated_svd` returns U, s, V^T themselves.  Its rules (:func:`svd_tangent`,
+  :func:`svd_pullback`) split the kept-kept term into a regular part and a *gauge term*
+  along (U, V) -> (U + U S Omega, V + V S Omega), the only part with 1/(s_j^2 - s_i^2)
+  (:func:`gauge_inverse`, zero on pairs equal to rounding).  Where the kept values differ the
+  rules are exact for any loss; at a degenerate pair the first derivative is exact for a
+  loss with the symmetry above (and finite for any other), second derivatives are finite.
 
-* kept-kept pairs use the split 1/(s_i^2 - s_j^2) = [1/(s_i - s_j) +- 1/(s_i + s_j)]/(2 s)
-  with a Lorentzian-broadened 1/(s_i - s_j) -> x/(x^2 + eps), as in wangleiphy/tensorgrad
-  (``tensornets/adlib/svd.py``) and Francuz et al., Phys. Rev. Research 7, 013237 (2025).
-  For a gauge-invariant loss the broadened term multiplies an antisymmetric combination that
-  vanishes on a degenerate pair, so the result is exact there;
-* kept-discarded pairs are summed in closed form with the resolvent of the discarded part
-  M_perp = M - U S V^T:  sum_j u_j u_j^T / (s_i^2 - s_j^2) = (s_i^2 - M_perp M_perp^T)^-1
-  on the complement of the kept space.  Only the *sum* appears, never a single
-  1/(s_i^2 - s_j^2) between two discarded values, so degeneracies among the discarded
-  values do no harm.  The forward SVD already diagonalises M_perp M_perp^T, so the resolvent
-  costs two matrix products (:func:`resolvent`); it carries its own reverse rule, which
-  makes the whole rule differentiable again (second derivatives, e.g. the specific heat,
-  stay finite) without ever differentiating the discarded vectors.
+The chapter *Hands-on: the Ising TRG* shows the difference on a degenerate matrix.  Everything
+is computed in units of the largest singular value, so the rules hold over the float64 range.
+The rules are written against an array namespace ``xp`` (``numpy`` or ``jax.numpy``); JAX
+uses them through ``jax.custom_jvp`` (every transform: reverse mode by transposition), the
+keyed graph engine calls the SVD rules with NumPy.
 """
 from __future__ import annotations
 
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-#: Relative Lorentzian broadening of 1/(s_i - s_j) for kept-kept pairs (units of s_0).
-BROADENING = 1e-10
+from .validate import InputError
+
+#: Two singular values whose relative gap |s_a - s_b| / (s_a + s_b) is at most this count as
+#: equal: the gauge term of such a kept pair is 0, and a truncation between them is refused.
+DEGENERATE_RTOL = 1e-10
 
 
-def svd_pullback(xp, M, U, s, Vh, U_bar, s_bar, Vh_bar, discarded=None, broadening=BROADENING):
-    """Cotangent of M for the truncated SVD ``M ~= U @ diag(s) @ Vh`` (k values kept).
+def gauge_inverse(xp, s, rtol=DEGENERATE_RTOL):
+    """F[a, b] = 1/(s_b^2 - s_a^2) for a != b, and 0 on the diagonal and on pairs equal to
+    ``rtol``.  ``s``: (k,) array; returns (k, k).  The coefficient of the gauge term: on an
+    exactly degenerate pair the rotation it describes is a symmetry of the loss."""
+    d = s[None, :] - s[:, None]
+    t = s[None, :] + s[:, None]
+    apart = xp.abs(d) > rtol * t
+    return xp.where(apart, 1.0 / xp.where(apart, d * t, 1.0), 0.0)
 
-    Parameters
-    ----------
-    xp : module
-        Array namespace (``numpy`` or ``jax.numpy``).
-    M : (m, n) array
-        The matrix that was decomposed.
-    U, s, Vh : (m, k), (k,), (k, n) arrays
-        Its k largest singular triplets (s descending, s[k-1] > 0).
-    U_bar, s_bar, Vh_bar : arrays shaped like U, s, Vh
-        Cotangents of the three outputs (zeros where an output is unused).
-    discarded : tuple (U_d (m, r-k), s_d (r-k,), Vh_d (r-k, n)), r = min(m, n), optional
-        The other singular triplets of M, from the same full SVD.  They are only used as an
-        eigenbasis in which the resolvent of M_perp is two matrix products (never
-        differentiated: the resolvent has its own reverse rule).  Required with JAX; with
-        NumPy they are recomputed from M when omitted.
-    broadening : float
-        Relative Lorentzian broadening for kept-kept pairs.
 
-    Returns
-    -------
-    (m, n) array: the cotangent of M.
+def _inverse_or_zero(xp, x):
+    """1/x, and 0 where x is exactly 0 (a pair with no derivative: see :func:`resolvent`)."""
+    zero = x == 0
+    return xp.where(zero, 0.0, 1.0 / xp.where(zero, 1.0, x))
 
-    Raises
-    ------
-    ValueError if ``discarded`` is omitted with a namespace other than NumPy.
 
-    Source: first-order perturbation theory of the SVD (e.g. Townsend, "Differentiating the
-    singular value decomposition", 2016), restricted to pairs that involve a kept value; the
-    kept-discarded sums use the resolvent of M_perp (see the module docstring).  Exact for
-    losses that are invariant under the sign/rotation gauge of the kept vectors, unless a
-    kept value is degenerate with a discarded one (then no truncation is differentiable).
-    """
+def _perp(xp, U, R):
+    """(1 - U U^T) R, projected twice ("twice is enough", Kahan): what is left along U is
+    O(eps^2) instead of O(eps), so a small shift of the resolvent cannot amplify it."""
+    R = R - U @ (U.T @ R)
+    return R - U @ (U.T @ R)
+
+
+def _frame(xp, M, U, s, Vh, discarded):
+    """What both rules need, in units of c = s[0]: V, 1/c, s/c, M_perp/c, the kept-kept
+    factors G = c/(s_i + s_j) and F = c^2/(s_j^2 - s_i^2) (zero diagonals), and the
+    discarded triplets with their singular values divided by c."""
     k = s.shape[0]
     if discarded is None:
         if xp is not np:
-            raise ValueError("svd_pullback: pass discarded=(U_d, s_d, Vh_d) unless xp is numpy")
+            raise ValueError("pass discarded=(U_d, s_d, Vh_d) unless xp is numpy")
         U_all, s_all, Vh_all = np.linalg.svd(M, full_matrices=False)
         discarded = (U_all[:, k:], s_all[k:], Vh_all[k:, :])
     U_d, s_d, Vh_d = discarded
+    c = s[0] if xp is np else jax.lax.stop_gradient(s[0])  # the rules are homogeneous in c
+    inv_c = 1.0 / c
+    st = s * inv_c
     V = Vh.T
-    V_bar = Vh_bar.T
-    eye_k = xp.eye(k, dtype=M.dtype)
-
-    # Kept-kept block: P_bar with dL = sum P_bar_ab (U^T dM V)_ab.
-    J = U.T @ U_bar                      # J[j, i] = u_j . u_bar_i
-    K = V.T @ V_bar
-    A, B = J + K, J - K
-    diff = s[None, :] - s[:, None]       # [j, i] = s_i - s_j
-    eps = (broadening * s[0]) ** 2
-    f = (diff / (diff ** 2 + eps)) * (1 - eye_k)
-    g = (1 - eye_k) / (s[None, :] + s[:, None])
-    half_upper = 0.5 * (f * A + g * B)
-    half_lower = 0.5 * (f * A - g * B)
-    P_bar = half_upper + half_lower.T + s_bar[:, None] * eye_k  # diag(s_bar)
-    grad = U @ P_bar @ Vh
-
-    # Kept-discarded pairs, through the resolvent of the discarded part.
-    M_perp = M - (U * s[None, :]) @ Vh
-    pu_ubar = U_bar - U @ J              # (1 - U U^T) U_bar
-    pv_vbar = V_bar - V @ K
-    X = resolvent(xp, M_perp, s ** 2, pu_ubar, U_d, s_d)       # (m, k)
-    Y = resolvent(xp, M_perp.T, s ** 2, pv_vbar, Vh_d.T, s_d)  # (n, k)
-    grad = grad + (X * s[None, :] + M_perp @ Y) @ Vh
-    grad = grad + U @ (s[:, None] * Y.T + X.T @ M_perp)
-    return grad
+    G = _inverse_or_zero(xp, st[:, None] + st[None, :]) * (1.0 - xp.eye(k, dtype=st.dtype))
+    F = gauge_inverse(xp, st)
+    P = _perp(xp, U, _perp(xp, V, (M * inv_c - (U * st[None, :]) @ Vh).T).T)
+    return V, inv_c, st, P, G, F, (U_d, s_d * inv_c, Vh_d)
 
 
-def resolvent(xp, P, shifts, R, W, w):
-    """X[:, i] = (shifts[i] * I - P P^T)^-1 R[:, i], computed in a known eigenbasis.
+def svd_tangent(xp, M, U, s, Vh, dM, discarded=None):
+    """Tangents (dU, ds, dVh) of the truncated SVD ``M ~= U @ diag(s) @ Vh`` along dM.
 
     Parameters
     ----------
-    xp : module, ``numpy`` or ``jax.numpy``
-    P : (m, p) array, with P P^T = W diag(w**2) W^T (W (m, q) orthonormal columns)
-    shifts : (k,) array, each above the spectrum (shifts > max(w**2), shifts > 0)
-    R : (m, k) array
-    W, w : the eigenbasis (left singular vectors and singular values of P); not differentiated
+    xp : module, ``numpy`` or ``jax.numpy``.
+    M : (m, n) array.  U, s, Vh : (m, k), (k,), (k, n), its k largest singular triplets
+        (s descending, s[0] > 0).  dM : (m, n) tangent.
+    discarded : (U_d (m, r-k), s_d (r-k,), Vh_d (r-k, n)), r = min(m, n), the other
+        triplets of the same SVD: the eigenbasis of the resolvent, never differentiated.
+        Required with JAX; recomputed from M with NumPy when omitted.
 
     Returns
     -------
-    (m, k) array.  On the complement of W, P P^T is zero, so
-    X = R / shifts + W [(1/(shifts - w^2) - 1/shifts) * (W^T R)]: matrix products only,
-    instead of one LU factorisation of an m x m matrix per shift.  Nothing is checked: a
-    shift equal to some w**2 (a kept singular value degenerate with a discarded one) gives
-    inf, exactly where the linear system is singular and no truncation is differentiable.
+    dU (m, k), ds (k,), dVh (k, n).  With dP = U^T dM V: ds = diag dP,
+    dU = U (Xi + Phi) + X and dV = V (Xi' + Phi) + Y, where Xi_ji = dP_ji / (s_i + s_j),
+    Xi'_ji = dP_ij / (s_i + s_j), Phi = S ((dP + dP^T) o F) is the gauge term
+    (F = :func:`gauge_inverse`) and X, Y are the kept-discarded parts,
+    X_i = (s_i^2 - M_perp M_perp^T)^-1 (1 - U U^T)(dM v_i s_i + M_perp dM^T u_i) (Y alike).
+    Exact where the kept values are distinct; see the module docstring where they are not.
 
-    With JAX the function is a ``custom_vjp`` whose reverse rule calls the resolvent again
-    (R_bar = Z, P_bar = Z (X^T P) + X (Z^T P), shifts_bar = -sum_rows Z*X with
-    Z = resolvent(X_bar)), so it is differentiable to any order and derivatives flow through
-    P, not through the eigenbasis.
+    Raises ValueError if ``discarded`` is omitted with JAX.
+    """
+    V, inv_c, st, P, G, F, (U_d, w, Vh_d) = _frame(xp, M, U, s, Vh, discarded)
+    dP = U.T @ dM @ V
+    Phi = st[:, None] * ((dP + dP.T) * F)
+    shifts = st ** 2
+    RU = _perp(xp, U, dM @ V) * st[None, :] + P @ (dM.T @ U)
+    RV = _perp(xp, V, dM.T @ U) * st[None, :] + P.T @ (dM @ V)
+    dU = (U @ (dP * G + Phi) + resolvent(xp, P, shifts, RU, U_d, w)) * inv_c
+    dV = (V @ (dP.T * G + Phi) + resolvent(xp, P.T, shifts, RV, Vh_d.T, w)) * inv_c
+    return dU, xp.diagonal(dP), dV.T
+
+
+def svd_pullback(xp, M, U, s, Vh, U_bar, s_bar, Vh_bar, discarded=None):
+    """Cotangent of M for the truncated SVD: the transpose of :func:`svd_tangent`.
+
+    Parameters as :func:`svd_tangent`, with the cotangents U_bar (m, k), s_bar (k,) and
+    Vh_bar (k, n) of the three outputs (zeros where an output is unused).  Returns the (m, n)
+    cotangent of M.  With J = U^T U_bar, K = V^T V_bar, A = J + K:
+    M_bar = U [diag(s_bar) + (J + K^T) o G + (SA - (SA)^T) o F] V^T + kept-discarded terms.
+    The gauge term multiplies the antisymmetric part of S A, which is zero for a loss
+    invariant under the bond gauge.  Raises ValueError if ``discarded`` is omitted with JAX.
+    """
+    V, inv_c, st, P, G, F, (U_d, w, Vh_d) = _frame(xp, M, U, s, Vh, discarded)
+    J = U.T @ U_bar
+    K = V.T @ Vh_bar.T
+    SA = st[:, None] * (J + K)
+    P_bar = ((J + K.T) * G + (SA - SA.T) * F) * inv_c + xp.diag(s_bar)
+    shifts = st ** 2
+    ZU = resolvent(xp, P, shifts, _perp(xp, U, U_bar), U_d, w)
+    ZV = resolvent(xp, P.T, shifts, _perp(xp, V, Vh_bar.T), Vh_d.T, w)
+    rest = (ZU * st[None, :] + P @ ZV) @ Vh + U @ (st[:, None] * ZV.T + ZU.T @ P)
+    return U @ P_bar @ Vh + rest * inv_c
+
+
+def resolvent(xp, P, shifts, R, W, w):
+    """X[:, i] = (shifts[i] - P P^T)^-1 R[:, i], computed in a known eigenbasis.
+
+    Parameters
+    ----------
+    xp : module, ``numpy`` or ``jax.numpy``.
+    P : (m, p) array with P P^T = W diag(w**2) W^T (W: (m, q) orthonormal columns).
+    shifts : (k,) array.  R : (m, k) array.
+    W, w : the eigenbasis (left singular vectors and singular values of P); never
+        differentiated.
+
+    Returns
+    -------
+    (m, k) array X = R / shifts + W [(1/(shifts - w^2) - 1/shifts) * (W^T R)]: two matrix
+    products instead of one LU factorisation per shift.  A shift equal to some w**2 (a kept
+    singular value equal to a discarded one) or to 0 has no inverse: its term is 0, the
+    value this module documents for a pair without a derivative.
+
+    With JAX it is a ``jax.lax.custom_linear_solve`` of the symmetric operator
+    X -> X shifts - P (P^T X): derivatives flow through P and the shifts by implicit
+    differentiation, to any order and in both modes, never through the eigenbasis.
     """
     if xp is np:
         return _resolvent_eig(np, shifts, R, W, w)
-    global _JAX_RESOLVENT
-    if _JAX_RESOLVENT is None:
-        _JAX_RESOLVENT = _make_jax_resolvent()
-    return _JAX_RESOLVENT(P, shifts, R, W, w)
+
+    def matvec(X):
+        return X * shifts[None, :] - P @ (P.T @ X)
+
+    def solve(_, b):
+        frozen = jax.lax.stop_gradient((shifts, W, w))
+        return _resolvent_eig(jnp, frozen[0], b, frozen[1], frozen[2])
+
+    return jax.lax.custom_linear_solve(matvec, R, solve, symmetric=True)
 
 
 def _resolvent_eig(xp, shifts, R, W, w):
-    inv = 1.0 / shifts
-    weights = 1.0 / (shifts[None, :] - (w ** 2)[:, None]) - inv[None, :]  # (q, k)
+    inv = _inverse_or_zero(xp, shifts)
+    weights = _inverse_or_zero(xp, shifts[None, :] - (w ** 2)[:, None]) - inv[None, :]
     return R * inv[None, :] + W @ (weights * (W.T @ R))
 
 
-_JAX_RESOLVENT = None
+# ---- the balanced split: the halves a tensor network puts at the two ends of a bond --------
+
+def _frozen_solves(xp, Sigma, s, A_left, A_right, U_d, V_d, w):
+    """Solvers for the covariant split rule at a point where Sigma = X^T X = diag(s):
+    Sigma^-1 Z, the Lyapunov operator Z -> Sigma Z + Z Sigma, and the two Sylvester
+    operators Z -> Z Sigma^2 - A Z (A = M_perp M_perp^T or M_perp^T M_perp).
+
+    The solves use the known eigenbases (s; U_d or V_d with w), never differentiated; with
+    JAX each is a ``custom_linear_solve`` of its operator, so derivatives flow through Sigma
+    and M_perp by implicit differentiation, to any order."""
+    if xp is np:
+        inv = lambda Z: Z / s[:, None]                                           # noqa: E731
+        lyap = lambda Z: Z * _inverse_or_zero(np, s[:, None] + s[None, :])       # noqa: E731
+        left = lambda R: _resolvent_eig(np, s ** 2, R, U_d, w)                  # noqa: E731
+        right = lambda R: _resolvent_eig(np, s ** 2, R, V_d, w)                 # noqa: E731
+        return inv, lyap, left, right
+    s, U_d, V_d, w = jax.lax.stop_gradient((s, U_d, V_d, w))
+    lin = jax.lax.custom_linear_solve
+
+    def inv(Z):
+        return lin(lambda x: Sigma @ x, Z, lambda _, b: b / s[:, None], symmetric=True)
+
+    def lyap(Z):
+        return lin(lambda x: Sigma @ x + x @ Sigma, Z,
+                   lambda _, b: b * _inverse_or_zero(jnp, s[:, None] + s[None, :]), symmetric=True)
+
+    def left(R):
+        return lin(lambda x: x @ (Sigma @ Sigma) - A_left(x), R,
+                   lambda _, b: _resolvent_eig(jnp, s ** 2, b, U_d, w), symmetric=True)
+
+    def right(R):
+        return lin(lambda x: x @ (Sigma @ Sigma) - A_right(x), R,
+                   lambda _, b: _resolvent_eig(jnp, s ** 2, b, V_d, w), symmetric=True)
+
+    return inv, lyap, left, right
 
 
-def _make_jax_resolvent():
-    import jax
-    import jax.numpy as jnp
+def _split_frame(xp, M, X, Y, s, discarded):
+    """Covariant quantities of the split (X, Y) of M, in units of c = s[0]: the halves X/sqrt c,
+    Y/sqrt c, Sigma = X^T X, the left inverses X+ = Sigma^-1 X^T and (Y+)^T = Sigma^-1 Y,
+    M_perp/c = (1 - X X+) M (1 - Y+ Y) / c, and the solvers of :func:`_frozen_solves`."""
+    c = s[0] if xp is np else jax.lax.stop_gradient(s[0])
+    rc = xp.sqrt(c)
+    Xt, Yt, st = X / rc, Y / rc, s / c
+    U_d, s_d, Vh_d = discarded
+    Sigma = Xt.T @ Xt
+    holder = {}
+    inv, lyap, left, right = _frozen_solves(
+        xp, Sigma, st, lambda Z: holder["P"] @ (holder["P"].T @ Z),
+        lambda Z: holder["P"].T @ (holder["P"] @ Z), U_d, Vh_d.T, s_d / c)
+    Xp, Ypt = inv(Xt.T), inv(Yt)
 
-    @jax.custom_vjp
-    def rule(P, shifts, R, W, w):
-        return _resolvent_eig(jnp, shifts, R, jax.lax.stop_gradient(W), jax.lax.stop_gradient(w))
+    def perp_left(R):
+        for _ in range(2):
+            R = R - Xt @ (Xp @ R)
+        return R
 
-    def fwd(P, shifts, R, W, w):
-        X = rule(P, shifts, R, W, w)
-        return X, (P, shifts, X, W, w)
+    def perp_right(R):            # (1 - Y+ Y) acting on an (n, j) array
+        for _ in range(2):
+            R = R - Ypt.T @ (Yt @ R)
+        return R
 
-    def bwd(res, X_bar):
-        # dX_i = (s_i - A)^-1 (dR_i - ds_i X_i + dA X_i), A = P P^T, A symmetric.
-        P, shifts, X, W, w = res
-        Z = rule(P, shifts, X_bar, W, w)
-        P_bar = Z @ (X.T @ P) + X @ (Z.T @ P)
-        return P_bar, -jnp.sum(Z * X, axis=0), Z, jnp.zeros_like(W), jnp.zeros_like(w)
+    holder["P"] = perp_left(perp_right((M / c - Xt @ Yt).T).T)
+    return c, rc, Xt, Yt, Sigma, Xp, Ypt, holder["P"], perp_left, perp_right, lyap, left, right
 
-    rule.defvjp(fwd, bwd)
-    return rule
+
+def split_tangent(xp, M, X, Y, s, dM, discarded):
+    """Tangents (dX, dY) of the balanced split X = U sqrt(S), Y = sqrt(S) V^T of M's k
+    largest singular triplets, along dM.
+
+    Parameters
+    ----------
+    xp : module, ``numpy`` or ``jax.numpy``.
+    M : (m, n).  X : (m, k), Y : (k, n), the halves; s : (k,), the kept singular values
+        (X^T X = Y Y^T = diag s at this point).  dM : (m, n).
+    discarded : (U_d, s_d, Vh_d), the other triplets of the same SVD (eigenbases only).
+
+    Returns
+    -------
+    dX (m, k), dY (k, n), the unique tangent with X dY + dX Y = dM_k (the tangent of the
+    truncated matrix), d(X^T X) = d(Y Y^T) (the split stays balanced) and X^T dX - dY Y^T
+    symmetric (no rotation of the bond).  With Q = X+ dM Y+ the kept part is dX = X alpha,
+    dY = (Q - alpha) Y, where alpha = sigma/2 + omega and sigma, omega solve the Lyapunov
+    equations Sigma z + z Sigma = Q Sigma + Sigma Q^T and = (Q Sigma - Sigma Q^T)/2: the only
+    denominators among kept values are s_i + s_j.  The kept-discarded part solves the
+    Sylvester equations Z Sigma^2 - M_perp M_perp^T Z = (1 - P_X)(dM Y^T Sigma + M_perp dM^T X)
+    (and its mirror).  Every formula is covariant under X -> X G, Y -> G^T Y (G orthogonal),
+    so derivatives of every order are exact for a loss with that symmetry, degenerate
+    singular values included.
+    """
+    c, rc, Xt, Yt, Sigma, Xp, Ypt, P, perp_left, perp_right, lyap, left, right = \
+        _split_frame(xp, M, X, Y, s, discarded)
+    Q = Xp @ dM @ Ypt.T
+    QS = Q @ Sigma
+    alpha = 0.5 * lyap(QS + QS.T) + lyap(0.5 * (QS - QS.T))
+    dXc = left(perp_left(dM @ (Yt.T @ Sigma) + P @ (dM.T @ Xt)))
+    dYc = right(perp_right(dM.T @ (Xt @ Sigma) + P.T @ (dM @ Yt.T)))
+    return (Xt @ alpha + dXc) / rc, ((Q - alpha) @ Yt + dYc.T) / rc
 
 
 def numerical_rank(s, rtol=1e-10):
@@ -176,43 +293,65 @@ def numerical_rank(s, rtol=1e-10):
     return int(np.sum(s > rtol * s[0]))
 
 
-def _make_jax_svd():
-    import jax
-    import jax.numpy as jnp
+def check_truncation(s, k, rtol=DEGENERATE_RTOL, what="k"):
+    """Refuse a truncation whose derivative does not exist; return k.
 
-    def primal(M, k):
-        # Returns the kept triplets and the discarded ones; the latter only serve as the
-        # resolvent's eigenbasis in the reverse rule (their cotangents are ignored).
-        U, s, Vh = jnp.linalg.svd(M, full_matrices=False)
-        return U[:, :k], s[:k], Vh[:k, :], U[:, k:], s[k:], Vh[k:, :]
-
-    rule = jax.custom_vjp(primal, nondiff_argnums=(1,))
-
-    def fwd(M, k):
-        # Calling the rule itself keeps higher derivatives on this same rule.
-        out = rule(M, k)
-        return out, (M, *out)
-
-    def bwd(k, res, cts):
-        M, U, s, Vh, *discarded = res
-        U_bar, s_bar, Vh_bar = cts[:3]
-        hints = tuple(jax.lax.stop_gradient(x) for x in discarded)
-        return (svd_pullback(jnp, M, U, s, Vh, U_bar, s_bar, Vh_bar, hints),)
-
-    rule.defvjp(fwd, bwd)
-    return rule
+    ``s``: all singular values of the matrix (descending); ``k``: how many are kept.  Raises
+    InputError, one line naming ``what``, if a kept value is not above ``rtol * s[0]`` (its
+    singular vectors are arbitrary), or if k cuts inside a multiplet:
+    (s[k-1] - s[k]) / (s[k-1] + s[k]) <= rtol (the kept subspace is then not a smooth
+    function of the matrix).
+    """
+    s = np.asarray(s, dtype=float)
+    if not s[k - 1] > rtol * s[0]:
+        raise InputError(f"{what}={k} keeps a zero singular value: at most "
+                         f"{numerical_rank(s, rtol)} singular values are nonzero here")
+    if k < s.size and s[k - 1] - s[k] <= rtol * (s[k - 1] + s[k]):
+        raise InputError(f"{what}={k} cuts inside a multiplet of equal singular values "
+                         f"(values {k} and {k + 1} agree to {rtol:g}): keep all of it or none")
+    return k
 
 
-_JAX_SVD = None
+def _svd_parts_impl(M, k):
+    """Kept (U, s, Vh) and discarded (U_d, s_d, Vh_d) triplets from one full SVD of M."""
+    U, s, Vh = jnp.linalg.svd(M, full_matrices=False)
+    return U[:, :k], s[:k], Vh[:k, :], U[:, k:], s[k:], Vh[k:, :]
+
+
+# A custom_jvp whose rule calls the function itself (so every order of derivative uses the
+# rule) and whose reverse mode JAX derives by transposing the rule.  The discarded triplets
+# only serve as the resolvent's eigenbasis: their tangents are zero by definition.
+_svd_parts = jax.custom_jvp(_svd_parts_impl, nondiff_argnums=(1,))
+
+
+@_svd_parts.defjvp
+def _svd_parts_jvp(k, primals, tangents):
+    (M,), (dM,) = primals, tangents
+    out = _svd_parts(M, k)
+    dU, ds, dVh = svd_tangent(jnp, M, *out[:3], dM, discarded=out[3:])
+    return out, (dU, ds, dVh, *(jnp.zeros_like(x) for x in out[3:]))
+
+
+def _checked(parts, M, k, s_at):
+    """parts(M, k) after checking k; with concrete M also :func:`check_truncation` (the kept
+    singular values are output ``s_at`` of ``parts``, the discarded ones output 4)."""
+    k = int(k)
+    if not 1 <= k <= min(M.shape):
+        raise InputError(f"k={k} is out of range: k must be in [1, {min(M.shape)}] for a "
+                         f"{tuple(M.shape)} matrix")
+    out = parts(M, k)
+    if not isinstance(out[s_at], jax.core.Tracer):
+        check_truncation(np.concatenate([np.asarray(out[s_at]), np.asarray(out[4])]), k)
+    return out
 
 
 def truncated_svd(M, k):
-    """The k largest singular triplets of a JAX matrix, differentiable to any order.
+    """The k largest singular triplets of a JAX matrix, under every JAX transform.
 
     Parameters
     ----------
-    M : (m, n) jax array, float64
-    k : int, 1 <= k <= min(m, n), static (a Python int)
+    M : (m, n) jax array, float64.
+    k : int, 1 <= k <= min(m, n), static (a Python int).
 
     Returns
     -------
@@ -220,14 +359,45 @@ def truncated_svd(M, k):
 
     Raises
     ------
-    ValueError if k is outside [1, min(m, n)].
+    InputError if k is outside [1, min(m, n)], and, when M is concrete (not traced), if k
+    keeps a zero singular value or cuts inside a multiplet (:func:`check_truncation`).
+    Traced values cannot be checked: pairs without a derivative then contribute 0.
 
-    The reverse rule is :func:`svd_pullback`.
+    ``grad``, ``vjp``, ``jvp``, ``jacfwd``, ``jacrev``, ``hessian`` and their nestings all
+    work: the forward-mode rule is :func:`svd_tangent`, transposed by JAX for reverse mode.
+    At exactly degenerate kept values prefer :func:`balanced_split` for second derivatives
+    (see the module docstring).
     """
-    global _JAX_SVD
-    k = int(k)
-    if not 1 <= k <= min(M.shape):
-        raise ValueError(f"k={k} is outside [1, {min(M.shape)}] for a {M.shape} matrix")
-    if _JAX_SVD is None:
-        _JAX_SVD = _make_jax_svd()
-    return _JAX_SVD(M, k)[:3]
+    return _checked(_svd_parts, M, k, s_at=1)[:3]
+
+
+def _split_parts_impl(M, k):
+    """The halves X = U sqrt(S), Y = sqrt(S) Vh, then s and the discarded triplets (the
+    solves' eigenbases, zero tangents, as for :func:`truncated_svd`)."""
+    U, s, Vh, *discarded = _svd_parts_impl(M, k)
+    r = jnp.sqrt(s)
+    return (U * r[None, :], r[:, None] * Vh, s, *discarded)
+
+
+_split_parts = jax.custom_jvp(_split_parts_impl, nondiff_argnums=(1,))
+
+
+@_split_parts.defjvp
+def _split_parts_jvp(k, primals, tangents):
+    (M,), (dM,) = primals, tangents
+    out = _split_parts(M, k)
+    dX, dY = split_tangent(jnp, M, out[0], out[1], out[2], dM, out[3:])
+    return out, (dX, dY, *(jnp.zeros_like(x) for x in out[2:]))
+
+
+def balanced_split(M, k):
+    """The halves X = U sqrt(S) (m, k) and Y = sqrt(S) Vh (k, n) of M's k largest singular
+    triplets, under every JAX transform (forward rule :func:`split_tangent`).
+
+    This is what a tensor network puts at the two ends of a truncated bond (the TRG's
+    ``_split``); its derivatives have no 1/(s_i - s_j) between kept values, so they are exact
+    at degenerate singular values, to any order, for any loss unchanged by X -> X G,
+    Y -> G^T Y with G orthogonal.  Parameters and errors as :func:`truncated_svd`; every JAX
+    transform works.
+    """
+    return _checked(_split_parts, M, k, s_at=2)[:2]
