@@ -62,11 +62,12 @@ SETTINGS = {  # JupyterLab user settings: never write the chapter back, never fe
 
 
 def onsager(beta):
-    """lnZ/N and u of the infinite square-lattice Ising model (J = 1), Onsager (1944).
+    """lnZ/N and u of the infinite square-lattice Ising model (J = 1): Onsager, Phys. Rev.
+    65, 117 (1944), in its one-integral form.
 
     lnZ/N = ln(2 cosh 2b) + (1/2pi) int_0^pi ln[(1 + sqrt(1 - k^2 sin^2 t)) / 2] dt and
-    u = -coth(2b) [1 + (2/pi)(2 tanh^2(2b) - 1) K(k)], k = 2 sinh(2b) / cosh^2(2b)
-    (e.g. Huang, Statistical Mechanics, 2nd ed., section 15.4).
+    u = -coth(2b) [1 + (2/pi)(2 tanh^2(2b) - 1) K(k)], k = 2 sinh(2b) / cosh^2(2b), with K
+    the complete elliptic integral of the first kind (SciPy's ellipk takes m = k^2).
     """
     from scipy.integrate import quad
     from scipy.special import ellipk
