@@ -239,10 +239,12 @@ def test_chapter_numbers_render_in_jupyterlab(lab):
                 if not set(info["codes"]) & set(names) or time.monotonic() > deadline:
                     break
                 page.wait_for_timeout(1000)
-            try:  # show the Onsager comparison in the screenshot
-                page.get_by_text("against Onsager").first.scroll_into_view_if_needed(timeout=5000)
-            except Exception:  # the assertions below say what is missing
-                pass
+            page.evaluate("""() => {   // show the Onsager comparison in the screenshot
+                const cells = Array.from(document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell'));
+                const cell = cells.find(c => c.textContent.includes('against Onsager'));
+                if (cell) cell.scrollIntoView({block: 'center'});
+            }""")
+            page.wait_for_timeout(1000)
             page.screenshot(path=str(shots / f"jupyterlab-{CHAPTER.stem}.png"))
         finally:
             context.close()
