@@ -1,12 +1,13 @@
 """Shared helpers for the reader-facing checks (``pytest checks``).
 
 These checks look at the book the way a reader meets it: the built HTML in a real browser
-(test_browser.py) and each chapter run in a fresh Jupyter kernel (test_notebooks.py).  They
-are not unit tests (those live in tests/ and run with plain ``pytest``).
+(test_browser.py), each chapter run in a fresh Jupyter kernel (test_notebooks.py), and one
+chapter opened and run in a real JupyterLab (test_jupyterlab.py).  They are not unit tests
+(those live in tests/ and run with plain ``pytest``).
 
 Environment:
 
-* ``CI=true``: a missing build or a missing browser is a failure, not a skip.
+* ``CI=true``: a missing build, browser or package is a failure, not a skip.
 * ``TRGAD_BUILD_DIR``: the ``_build`` folder to check (default: ``<repo>/_build``), e.g. the
   one made by ``jupyter-book build . --path-output /tmp/out`` is ``/tmp/out/_build``.
 """

@@ -9,10 +9,13 @@ load it.  Each page is opened in a fresh browser context (empty storage, as on a
 visit), and for each page the check asserts:
 
 * no console errors and no uncaught JavaScript exceptions;
-* every glued value is present: no literal glue role or key (``{glue``, ``glue:text``),
-  no empty glued span, no ``nan``/``inf`` in a glued value (unless listed in
-  ``ALLOWED_NONFINITE``), no raw ``np.float64(...)``/``Array(...)`` repr;
-* every image in the page loads with a non-zero natural size, every figure has a caption;
+* every value the prose computes is present: the page shows one value for each ``{eval}``
+  role in the chapter's source, no literal role (``{eval}``, ``{glue``), no empty value,
+  no ``nan``/``inf`` (unless listed in ``ALLOWED_NONFINITE``), no raw
+  ``np.float64(...)``/``Array(...)`` repr;
+* every image in the page loads with a non-zero natural size, every figure has a caption,
+  and every figure the source declares (a code cell's ``mystnb: figure: name:``) is on the
+  page as a numbered figure ("Fig. N") under that name, with its image;
 * no output cell shows a traceback or an error, no Markdown table is left as raw text;
 * every formula is typeset by MathJax, which the book serves itself (sphinx-mathjax-offline):
   no formula left as raw TeX (in a math element or as ``$...$`` text), no MathJax TeX
@@ -43,7 +46,7 @@ CHROMIUM_ARGS = [
     "--disable-sync", "--disable-default-apps", "--disable-extensions",
     "--metrics-recording-only", "--mute-audio", "--no-default-browser-check",
 ]
-#: page (relative path) -> reason; glued values there may legitimately read nan/inf.
+#: page (relative path) -> reason; computed values there may legitimately read nan/inf.
 ALLOWED_NONFINITE: dict[str, str] = {}
 #: Console errors that are the browser's, not the book's (substring of text or URL):
 #: Chromium asks every site for /favicon.ico, and the book has none.
@@ -129,9 +132,10 @@ _INSPECT_JS = r"""
   const imgs = Array.from(main.querySelectorAll('img')).map(i => ({
     src: i.currentSrc || i.src, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight}));
   const figures = Array.from(main.querySelectorAll('figure')).map(f => ({
-    img: (f.querySelector('img') || {}).src || '',
+    id: f.id, img: (f.querySelector('img') || {}).src || '',
+    imgOk: !!(f.querySelector('img') && f.querySelector('img').naturalWidth),
     caption: text(f.querySelector('figcaption')).trim()}));
-  // glued values: {glue:text} -> .pasted-text; {glue:} / {glue:any} inline -> span.output
+  // inline values: {eval} (text/plain) -> span.output.text_plain; {glue:text} -> .pasted-text
   const pasted = Array.from(main.querySelectorAll('.pasted-text, .pasted-inline, span.output'))
     .filter(e => !e.closest('.cell_output'))
     .map(e => e.innerText);
@@ -147,7 +151,7 @@ _INSPECT_JS = r"""
   const math = Array.from(main.querySelectorAll('.math'));
   const rawMath = math.filter(e => !e.querySelector('mjx-container'))
     .map(e => e.textContent.trim().slice(0, 80));
-  // $...$ that reached the page as text (e.g. a glued Markdown string parsed without dollarmath)
+  // $...$ that reached the page as text (e.g. a Markdown output parsed without dollarmath)
   const rawDollar = Array.from(main.querySelectorAll('p, li, td, figcaption'))
     .filter(e => !e.closest('.cell_output, pre, code'))
     .map(e => e.innerText).map(s => (s.match(/\$[^$\s][^$]*\$/) || [''])[0]).filter(s => s).map(s => s.slice(0, 120));
@@ -211,45 +215,69 @@ def _inspect(browser, url, screenshot_path):
     return info
 
 
-_GLUE_LITERAL = re.compile(r"\{glue|glue:(text|md|figure|math|any)|\{eval")
+_ROLE_LITERAL = re.compile(r"\{glue|glue:(text|md|figure|math|any)|\{eval")
 _NONFINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.IGNORECASE)
 _RAW_REPR = re.compile(r"np\.(float|int)\d*\(|Array\(|dtype=|<function |object at 0x")
 
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1\s*$", re.MULTILINE | re.DOTALL)
-_INLINE_GLUE = re.compile(r"\{glue(?::text|:any|:)?\}`[^`]+`")
+_INLINE_VALUE = re.compile(r"\{(eval|glue(?::text|:any|:)?)\}`[^`]+`")
 
 
-def _inline_glue_count(rel):
-    """Inline glue roles ({glue}, {glue:}, {glue:any}, {glue:text}) in a page's source."""
+def _source(rel):
     docname = rel.removesuffix(".html")
-    if docname not in toc_docnames():
+    return chapter_source(docname) if docname in toc_docnames() else None
+
+
+def _inline_value_count(rel):
+    """Inline {eval} (and any {glue}) roles in a page's source, outside code blocks."""
+    path = _source(rel)
+    if path is None:
         return 0
-    text = _FENCE.sub("", chapter_source(docname).read_text())
-    return len(_INLINE_GLUE.findall(text))
+    return len(_INLINE_VALUE.findall(_FENCE.sub("", path.read_text())))
+
+
+def _declared_figures(rel):
+    """Names of the figures a page's code cells declare (``mystnb: figure: name:``)."""
+    path = _source(rel)
+    if path is None or path.suffix != ".md":
+        return []
+    import jupytext
+
+    cells = jupytext.read(path).cells
+    figs = [c.metadata.get("mystnb", {}).get("figure", {}) for c in cells if c.cell_type == "code"]
+    return [f["name"] for f in figs if f.get("name")]
 
 
 def _problems(rel, info):
     problems = list(info["console"])
-    expected = _inline_glue_count(rel)
+    expected = _inline_value_count(rel)
     if len(info["pasted"]) < expected:
         problems.append(
-            f"glued values missing: the source has {expected} inline glue roles, the page "
-            f"shows {len(info['pasted'])} (a glue whose format failed renders as nothing; "
-            f"see the build's 'Failed to format' warnings)")
+            f"computed values missing: the source has {expected} inline {{eval}} roles, the "
+            f"page shows {len(info['pasted'])} (an expression that failed renders as nothing; "
+            f"see the build's mystnb.eval warnings)")
+    by_id = {f["id"]: f for f in info["figures"] if f["id"]}
+    for name in _declared_figures(rel):
+        fig = by_id.get(name)
+        if fig is None:
+            problems.append(f"figure {name!r} declared in the source is not on the page")
+        elif not fig["imgOk"] or not fig["caption"].startswith("Fig."):
+            problems.append(f"figure {name!r}: image loaded {fig['imgOk']}, caption {fig['caption'][:40]!r} "
+                            f"(expected a numbered caption 'Fig. N ...')")
     if info["status"] != 200:
         problems.append(f"HTTP status {info['status']}")
     text = info["mainText"]
-    if _GLUE_LITERAL.search(text):
-        problems.append("literal glue/eval role in the page text: "
-                        + repr(_GLUE_LITERAL.search(text).group(0)))
+    if _ROLE_LITERAL.search(text):
+        problems.append("literal eval/glue role in the page text: "
+                        + repr(_ROLE_LITERAL.search(text).group(0)))
     for value in info["pasted"]:
         if not value.strip():
-            problems.append("an empty glued value")
+            problems.append("an empty computed value")
         elif _NONFINITE.search(value) and rel not in ALLOWED_NONFINITE:
-            problems.append(f"glued value is not a finite number: {value!r}")
+            problems.append(f"computed value is not a finite number: {value!r}")
         elif _RAW_REPR.search(value):
-            problems.append(f"glued value shows a raw repr (glue float(x) or a string): {value!r}")
+            problems.append(f"computed value shows a raw repr (use trgad.show.num): {value!r}")
     for img in info["imgs"]:
         if not img["complete"] or not img["w"] or not img["h"]:
             problems.append(f"image did not load: {img['src']} ({img['w']}x{img['h']})")
@@ -274,7 +302,7 @@ def _problems(rel, info):
 
 @pytest.mark.parametrize("rel", PAGES)
 def test_page(rel, server, browser, screenshots):
-    """One page: console, glued values, images, captions, tracebacks; saves a screenshot."""
+    """One page: console, computed values, images, figures, math, tracebacks; saves a screenshot."""
     shot = screenshots / (rel.replace("/", "__").removesuffix(".html") + ".png")
     info = _inspect(browser, urljoin(server, rel), shot)
     for line in info["external"]:

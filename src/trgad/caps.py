@@ -2,12 +2,34 @@
 
 The default gives the full story.  ``TRGAD_PREVIEW=1`` (environment) gives a quick preview
 build: smaller sweeps, shorter caps and timeouts.  Every chapter and the benchmark read their
-limits from here, and each page prints the caps it used.
+limits from here, and each page prints the caps it used.  The book's build extension
+(``_ext/buildext.py``) reads :data:`PREVIEW` from here too, to label its timing report.
 """
 import os
 
+from .validate import InputError
+
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
+
+
+def parse_preview(value):
+    """The ``TRGAD_PREVIEW`` setting as a bool: unset or empty is False.
+
+    Accepts 1/true/yes/on and 0/false/no/off (any case, surrounding spaces ignored); any
+    other value raises :class:`trgad.validate.InputError` with a one-line message naming it.
+    """
+    word = (value or "").strip().lower()
+    if word in _ON:
+        return True
+    if word in _OFF:
+        return False
+    raise InputError(f"TRGAD_PREVIEW={value!r} is not known: use 1, true, yes or on for a "
+                     f"preview build, 0, false, no, off or empty for the full one")
+
+
 #: True when the environment asks for a quick preview build.
-PREVIEW = os.environ.get("TRGAD_PREVIEW", "").strip() not in ("", "0", "false", "no")
+PREVIEW = parse_preview(os.environ.get("TRGAD_PREVIEW"))
 
 #: A sweep of transform times stops after the first measurement above this (seconds).
 TRANSFORM_CAP_SECONDS = 0.3 if PREVIEW else 1.5
@@ -27,6 +49,6 @@ SCAN_STEPS = 12 if PREVIEW else 20
 
 def describe():
     """One line naming the caps in force (pages print it)."""
-    mode = "preview (TRGAD_PREVIEW set)" if PREVIEW else "full"
+    mode = "preview (TRGAD_PREVIEW on)" if PREVIEW else "full"
     return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
             f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} repeat(s) after a warm-up")

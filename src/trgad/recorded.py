@@ -1,11 +1,20 @@
 """Figures recorded elsewhere, quoted as reference data (never recomputed here).
 
-Source: the one-page report "整张图求导，几步之后就停不下来" (shared/seed, restated in
-shared/notes/mission.md): JAX 0.12.0.1 (CPU, x64) and tenferro-rs 0.8.0 (CPU, native,
-single thread, release build, ``CpuEngine::serial()``), chi = 16, ks = [2, 4, 4, 16, ...],
-beta = 0.3, on an Apple M2 Max (macOS 27, rustc 1.99.0, load average 2.4 to 3.0).
-tenferro-rs cannot be installed here, so these numbers are shown beside the ones this book
-computes, always labelled as recorded elsewhere.
+Two sources, each labelled wherever a page shows its figures:
+
+1. **The source report** (everything except the computegraph-rs section below): the one-page
+   report "整张图求导，几步之后就停不下来" ("Differentiating the whole graph: after a few steps
+   it never stops"), one report in a tutorial series on computing the internal energy of the
+   2D Ising model by differentiating TRG.  Its runs: JAX 0.12.0.1 on CPU with float64
+   (x64); tenferro-rs 0.8.0, release build, ``CpuEngine::serial()``, a single thread; chi =
+   16, truncation schedule [2, 4, 4, 16, ...], beta = 0.3; on an Apple M2 Max (macOS 27,
+   rustc 1.99.0, load average 2.4 to 3.0 during the runs).  tenferro-rs cannot be installed
+   where this book is built, so these numbers are shown beside the ones the book computes,
+   always labelled as recorded elsewhere.
+2. **computegraph-rs** (the library tenferro-rs builds its keys on, the public repository
+   tensor4all/computegraph-rs): the history of its key type, read from the commits cited in
+   :data:`COMPUTEGRAPH_HISTORY`, and timings measured by this project's authors on its code
+   (:data:`COMPUTEGRAPH_EQ_MS`); the machine of those timings was not recorded.
 """
 
 SOURCE = ("recorded elsewhere: the source report (JAX 0.12.0.1 and tenferro-rs 0.8.0 on an "
@@ -38,3 +47,32 @@ JAX_CHAIN_30_MS = 7.0
 #: tenferro-rs staged run, 20 steps (value and gradient, min of 3 after a warm-up).
 TENFERRO_STAGED = {"steps": 20, "lnz_per_site": 0.790559063800966, "u": -0.704498679529762,
                    "c": 0.286288378175, "value_and_grad_ms": 555.8, "h": 1e-5}
+
+
+# --- computegraph-rs (tensor4all/computegraph-rs) ---------------------------------------
+
+#: Who measured :data:`COMPUTEGRAPH_EQ_MS` and :data:`COMPUTEGRAPH_HISTORY`'s timings.
+COMPUTEGRAPH_SOURCE = ("measured by this book's authors on tensor4all/computegraph-rs "
+                       "(machine not recorded), not in the source report")
+
+#: ``==`` between two independently built copies of the mul-chain key (fan-out 2) on the
+#: computegraph-rs code after 691def2 (Arc keys with a 64-bit fingerprint, recursive
+#: unmemoised equality): depth -> milliseconds.
+COMPUTEGRAPH_EQ_MS = {14: 0.15, 16: 1.3, 18: 5.5, 20: 17.6, 22: 74}
+
+#: The key type of computegraph-rs (``src/types.rs``) over its history:
+#: (commit or range, date, representation, cost).  Commits of the public repository.
+COMPUTEGRAPH_HISTORY = [
+    ("76aeccc to 8306196", "2026-04-03 on",
+     "children held by value (`Vec<GlobalValKey>`), derived Clone/Eq/Hash",
+     "hash, eq, clone and drop all recurse over the full tree, no memo; a key is physically "
+     "a tree (measured on 8306196, mul chain depth 20: build 8.9 s, materialize 37.6 s, "
+     "drop 2.1 s)"),
+    ("c20e891", "2026-05-19",
+     "\"Optimize global graph key hashing (#3)\": op key behind an `Arc` with a precomputed "
+     "64-bit fingerprint",
+     "hash O(1); `==` is hand-written: pointer shortcut, else full recursive comparison of "
+     "primitive, mode and inputs, no memo"),
+    ("691def2", "2026-06-01", "\"rename graph API terminology (#4)\": `ValueKey` / "
+     "`OperationKey`", "same logic"),
+]

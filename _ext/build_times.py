@@ -1,19 +1,17 @@
 """Print the build time of each page, from the build's own report.
 
-    python checks/build_times.py               # after any build: _build/execution-times.txt
-    python checks/build_times.py --markdown    # the same as a Markdown table (for README)
-    python checks/build_times.py --build-dir /tmp/out/_build
+    python _ext/build_times.py               # after any build: _build/execution-times.txt
+    python _ext/build_times.py --markdown    # the same as a Markdown table (for README)
+    python _ext/build_times.py --build-dir /tmp/out/_build
 
-The numbers are written by checks/buildext.py at the end of ``jupyter-book build`` from
-myst-nb's execution records (the same data as the reproducibility page's table): the kernel
-time of each page and the wall time of the whole Sphinx build.  For the cold-build figure
-quoted in README, measure a forced build from scratch:
+The numbers are written by _ext/buildext.py at the end of ``jupyter-book build`` from
+myst-nb's execution records (the same data as the reproducibility page's table): for each
+page the time from starting its kernel to closing it (the pages are executed inline, while
+they are rendered), and the wall time of the whole Sphinx build.  Every build executes
+every page (inline execution has no cache); for the cold-build figure quoted in README:
 
-    rm -rf _build && time TRGAD_EXECUTE=force jupyter-book build . -W --keep-going
-    python checks/build_times.py --markdown
-
-With the default cache mode, a page reused from the cache shows the time it took when it
-was last executed.
+    rm -rf _build && time jupyter-book build . -W --keep-going
+    python _ext/build_times.py --markdown
 """
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ def markdown(report) -> str:
         secs = r["seconds"] or 0.0
         total += secs
         lines.append(f"| {r['page']} | {secs:.0f} |")
-    lines.append(f"| all pages (kernel time) | {total:.0f} |")
+    lines.append(f"| all pages (execution) | {total:.0f} |")
     lines.append(f"| whole Sphinx build (wall) | {report['wall_seconds_sphinx']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -51,10 +49,9 @@ def main(argv=None) -> int:
         return 2
     report = json.loads(path.read_text())
     sys.stdout.write(markdown(report) if args.markdown else format_times(report))
-    methods = {r["method"] for r in report["pages"]}
-    if methods - {"force"}:
-        print(f"(execution modes in this build: {sorted(methods)}; for cold-build times use "
-              f"TRGAD_EXECUTE=force on an empty _build)", file=sys.stderr)
+    if report.get("caps") != "full":
+        print(f"(caps in this build: {report.get('caps', 'unknown')}; the full book's times "
+              f"need TRGAD_PREVIEW unset)", file=sys.stderr)
     return 0
 
 

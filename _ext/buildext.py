@@ -1,0 +1,145 @@
+"""Sphinx extension for this book's build (``_config.yml``: ``sphinx.local_extensions``).
+
+The pages are executed inline (``execute_notebooks: inline``): myst-nb runs each page in a
+fresh kernel while it parses it, so the ``{eval}`` roles in the prose read the kernel's
+variables.  Inline execution has no cache: a page that Sphinx reads is executed in full.
+This extension does four things around that:
+
+1. **Re-reads, hence re-executes, every page when what the pages compute with changes.**
+   Sphinx alone re-reads only pages whose source changed, so after an edit under ``src/``
+   the other pages would keep stale numbers.  The config value ``trgad_inputs_key`` (one
+   that makes Sphinx re-read every page when it changes) is set to a hash of every file
+   under ``src/``, the caps in force (``trgad.caps.PREVIEW``) and the versions of Python,
+   JAX, jaxlib, NumPy, SciPy, myst-nb and nbclient.
+2. **Collects every failing page in a strict build.**  With ``-W --keep-going`` it sets
+   ``nb_execution_raise_on_error = False``, so a failing cell is a warning (which fails the
+   build at the end) instead of aborting at the first failing page; myst-nb then writes
+   the traceback to ``_build/html/reports/``.  Without ``--keep-going`` the book's
+   ``nb_execution_raise_on_error: true`` stops the build at the first failing cell.
+3. **Keeps the browser console clean**: drops script tags that appear twice on a page
+   (sphinx-thebe 0.3 with Sphinx 7 adds its config script twice, raising "Identifier
+   'THEBE_JS_URL' has already been declared").
+4. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
+   to closing it, i.e. executing and rendering the page) and the wall time of the whole
+   Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
+   labelled with the caps in force (``trgad.caps.PREVIEW``), so that a preview build's
+   times are not mistaken for the full book's.  ``python _ext/build_times.py`` prints them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+_VERSIONED = ("jax", "jaxlib", "numpy", "scipy", "myst-nb", "nbclient")
+
+
+def _caps_mode() -> str:
+    from trgad import caps  # the one place that reads TRGAD_PREVIEW
+
+    return "preview" if caps.PREVIEW else "full"
+
+
+def _src_files(root: Path):
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if (not path.is_file() or "__pycache__" in parts or path.suffix in (".pyc", ".pyo")
+                or any(p.endswith(".egg-info") for p in parts)):
+            continue
+        yield path
+
+
+def inputs_key(book_root: Path, caps_mode: str) -> str:
+    """Hash of src/ contents, the caps mode and the numeric stack's versions."""
+    h = hashlib.sha256()
+    src = book_root / "src"
+    for path in _src_files(src):
+        h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(f"{caps_mode}\0{sys.version}\0".encode())
+    for dist in _VERSIONED:
+        try:
+            h.update(f"{dist}={metadata.version(dist)}\0".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=missing\0".encode())
+    return f"{caps_mode}-{h.hexdigest()[:16]}"
+
+
+def _config_inited(app, config):
+    from sphinx.util import logging
+
+    app._trgad_t0 = time.perf_counter()
+    app._trgad_caps = _caps_mode()
+    config.trgad_inputs_key = inputs_key(Path(app.srcdir), app._trgad_caps)
+    if getattr(app, "keep_going", False):
+        config.nb_execution_raise_on_error = False
+    logging.getLogger(__name__).info(
+        f"[buildext] execution mode {config.nb_execution_mode}, raise on error "
+        f"{config.nb_execution_raise_on_error}, inputs {config.trgad_inputs_key}")
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", {}) or {}
+        key = (str(getattr(js, "filename", js) or ""), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(js)
+    scripts[:] = kept
+
+
+def _build_finished(app, exception):
+    if exception is not None or not hasattr(app.env, "nb_metadata"):
+        return
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    rows = []
+    for docname, data in sorted(NbMetadataCollector.get_doc_data(app.env).items()):
+        exec_data = data.get("exec_data")
+        if not exec_data:
+            continue
+        rows.append({
+            "page": docname,
+            "method": exec_data.get("method"),
+            "succeeded": exec_data.get("succeeded"),
+            "seconds": exec_data.get("runtime"),
+            "mtime": exec_data.get("mtime"),
+        })
+    out = Path(app.outdir).parent
+    wall = time.perf_counter() - getattr(app, "_trgad_t0", time.perf_counter())
+    report = {"builder": app.builder.name, "caps": getattr(app, "_trgad_caps", _caps_mode()),
+              "wall_seconds_sphinx": wall, "pages": rows}
+    (out / "execution-times.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "execution-times.txt").write_text(format_times(report))
+
+
+def format_times(report) -> str:
+    """A plain-text table of a build's per-page execution times."""
+    lines = [f"{'page':28s} {'method':7s} {'seconds':>8s}"]
+    total = 0.0
+    for r in report["pages"]:
+        secs = r["seconds"]
+        total += secs or 0.0
+        shown = "-" if secs is None else f"{secs:.1f}"
+        lines.append(f"{r['page']:28s} {str(r['method']):7s} {shown:>8s}")
+    lines.append(f"{'all pages (execution)':28s} {'':7s} {total:8.1f}")
+    lines.append(f"{'whole Sphinx build (wall)':28s} {'':7s} {report['wall_seconds_sphinx']:8.1f}")
+    lines.append(f"caps: {report.get('caps', 'unknown')}")
+    return "\n".join(lines) + "\n"
+
+
+def setup(app):
+    # "env": when the value differs from the previous build's, Sphinx re-reads every page
+    app.add_config_value("trgad_inputs_key", "", "env")
+    # priority < 500: runs before myst-nb turns the config into its own settings
+    app.connect("config-inited", _config_inited, priority=400)
+    app.connect("html-page-context", _dedupe_scripts)
+    app.connect("build-finished", _build_finished)
+    return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}
