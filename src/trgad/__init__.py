@@ -1,21 +1,26 @@
 """trgad: whole-graph versus staged differentiation of the Ising TRG.
 
-The package behind the book.  Importing it switches JAX to float64
-(``jax_enable_x64``), which every result here needs, and limits NumPy's BLAS to one thread.
+The package behind the book.  Importing it switches JAX to float64 (``jax_enable_x64``),
+which every result here needs, and limits NumPy's BLAS to one thread.
 
-Modules, one concept each:
+The rooms, one concept per module:
 
-* :mod:`trgad.ising`  - the Ising site tensor T(beta) whose contraction is Z.
-* :mod:`trgad.trg`    - Levin-Nave TRG, written once for JAX / NumPy / the keyed engine.
-* :mod:`trgad.svd`    - truncated SVD with a reverse rule that is finite on degenerate spectra.
-* :mod:`trgad.exact`  - exact small tori and Onsager's solution (the oracles).
-* :mod:`trgad.whole`  - whole-graph gradients: ``jax.grad``, and the keyed engine's.
-* :mod:`trgad.engine` - a keyed graph engine whose transform fails like tenferro-rs 0.8.0's:
-  values and transforms; its keys in :mod:`trgad.keys`, its primitives' rules in
-  :mod:`trgad.rules`, its derivative programs in :mod:`trgad.program`.
-* :mod:`trgad.chain`  - the minimal reproduction: the mul chain y <- y**K / K.
-* :mod:`trgad.timing` - time a call, a capped sweep, a subprocess with a hard timeout.
-* :mod:`trgad.validate` - input checks with one-line messages.
+* **Core** - the physics and its derivatives.
+  :mod:`~trgad.ising` (the site tensor whose contraction is Z),
+  :mod:`~trgad.trg` (Levin-Nave TRG, written once for JAX, NumPy and the keyed engine),
+  :mod:`~trgad.svd` (truncated SVD and balanced split with rules exact on degenerate spectra),
+  :mod:`~trgad.whole` (one derivative of the whole graph), :mod:`~trgad.staged` (one VJP
+  per step), :mod:`~trgad.exact` (exact small tori and Onsager: the oracles).
+* **Engine side** - a graph engine whose transform fails like tenferro-rs 0.8.0's.
+  :mod:`~trgad.keys` (value keys, their walks and the visit counter),
+  :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's
+  rules), :mod:`~trgad.program` (derivative programs), :mod:`~trgad.chain` (the mul chain),
+  :mod:`~trgad.probe` with :mod:`~trgad.verdict` and :mod:`~trgad.userstep` (does a
+  transform grow exponentially with depth?).
+* **Support** - :mod:`~trgad.timing`, :mod:`~trgad.validate`, :mod:`~trgad.caps` (every
+  demonstration's limits), :mod:`~trgad.recorded` (figures recorded elsewhere, labelled),
+  :mod:`~trgad.show` (numbers and tables in the chapters), :mod:`~trgad.bench`,
+  :mod:`~trgad.cli`.
 """
 import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -24,7 +29,7 @@ _jax.config.update("jax_enable_x64", True)
 
 from .exact import BETA_C, onsager, torus_exact  # noqa: E402
 from .trg import lnz_per_site, trg_step, truncation_schedule  # noqa: E402
-from .svd import truncated_svd  # noqa: E402
+from .svd import balanced_split, truncated_svd  # noqa: E402
 from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .validate import InputError  # noqa: E402
 
@@ -35,7 +40,7 @@ _threadpool_limits(1, user_api="blas")
 
 __all__ = [
     "BETA_C", "onsager", "torus_exact",
-    "lnz_per_site", "trg_step", "truncation_schedule", "truncated_svd",
+    "lnz_per_site", "trg_step", "truncation_schedule", "balanced_split", "truncated_svd",
     "capped_sweep", "run_with_timeout", "time_call",
     "InputError",
 ]

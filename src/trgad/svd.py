@@ -42,6 +42,12 @@ from .validate import InputError
 #: Two singular values whose relative gap |s_a - s_b| / (s_a + s_b) is at most this count as
 #: equal: the gauge term of such a kept pair is 0, and a truncation between them is refused.
 DEGENERATE_RTOL = 1e-10
+#: Relative size at or below which a singular value counts as zero: about 450 float64
+#: epsilons, just above the SVD's rounding level (eps * s_0 times a small factor).  Anything
+#: larger is resolved, so it is physics, not noise: at small beta the sectors that carry u
+#: have singular values ~ 2 beta s_0, and 1e-10 (an earlier choice) dropped them for
+#: beta < ~1e-10, keeping lnZ/N but giving u wrong by a factor up to 4 on the small tori.
+RANK_RTOL = 1e-13
 
 
 def gauge_inverse(xp, s, rtol=DEGENERATE_RTOL):
@@ -285,7 +291,7 @@ def split_tangent(xp, M, X, Y, s, dM, discarded):
     return (Xt @ alpha + dXc) / rc, ((Q - alpha) @ Yt + dYc.T) / rc
 
 
-def numerical_rank(s, rtol=1e-10):
+def numerical_rank(s, rtol=RANK_RTOL):
     """Number of singular values above ``rtol * s[0]`` (s descending, any shape (r,))."""
     s = np.asarray(s)
     if s.size == 0 or s[0] == 0:
@@ -293,23 +299,42 @@ def numerical_rank(s, rtol=1e-10):
     return int(np.sum(s > rtol * s[0]))
 
 
-def check_truncation(s, k, rtol=DEGENERATE_RTOL, what="k"):
+def check_multiplet(s, k, what=None):
+    """Refuse a k that cuts inside a multiplet; return k.
+
+    ``s``: all singular values of a matrix (descending NumPy array); ``k`` of them are kept.
+    Raises InputError if (s[k-1] - s[k]) / (s[k-1] + s[k]) <= :data:`DEGENERATE_RTOL`: the kept
+    subspace is then not a smooth function of the matrix, and no derivative exists.  The
+    one-line message names ``what`` (default "k=<k>") and the nearest k on either side of
+    the multiplet.
+    """
+    s = np.asarray(s, dtype=float)
+    equal = s[:-1] - s[1:] <= DEGENERATE_RTOL * (s[:-1] + s[1:])   # equal[j]: s[j] ~ s[j+1]
+    if k >= s.size or not equal[k - 1]:
+        return k
+    lo, hi = k - 1, k
+    while lo > 0 and equal[lo - 1]:
+        lo -= 1
+    while hi < equal.size and equal[hi]:
+        hi += 1
+    options = " or ".join(str(j) for j in (lo, hi + 1) if j >= 1)
+    raise InputError(f"{what or f'k={k}'} cuts inside a multiplet of {hi - lo + 1} equal singular "
+                     f"values (numbers {lo + 1} to {hi + 1}): keep {options} instead")
+
+
+def check_truncation(s, k, what=None):
     """Refuse a truncation whose derivative does not exist; return k.
 
     ``s``: all singular values of the matrix (descending); ``k``: how many are kept.  Raises
-    InputError, one line naming ``what``, if a kept value is not above ``rtol * s[0]`` (its
-    singular vectors are arbitrary), or if k cuts inside a multiplet:
-    (s[k-1] - s[k]) / (s[k-1] + s[k]) <= rtol (the kept subspace is then not a smooth
-    function of the matrix).
+    InputError, one line naming ``what`` (default "k=<k>"), if a kept value is zero (not above
+    :data:`RANK_RTOL` times s[0]: its singular vectors are arbitrary), or if k cuts inside a
+    multiplet (:func:`check_multiplet`).
     """
     s = np.asarray(s, dtype=float)
-    if not s[k - 1] > rtol * s[0]:
-        raise InputError(f"{what}={k} keeps a zero singular value: at most "
-                         f"{numerical_rank(s, rtol)} singular values are nonzero here")
-    if k < s.size and s[k - 1] - s[k] <= rtol * (s[k - 1] + s[k]):
-        raise InputError(f"{what}={k} cuts inside a multiplet of equal singular values "
-                         f"(values {k} and {k + 1} agree to {rtol:g}): keep all of it or none")
-    return k
+    if not s[k - 1] > RANK_RTOL * s[0]:
+        raise InputError(f"{what or f'k={k}'} keeps a zero singular value: at most "
+                         f"{numerical_rank(s)} singular values are nonzero here")
+    return check_multiplet(s, k, what)
 
 
 def _svd_parts_impl(M, k):

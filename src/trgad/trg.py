@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ising
-from .svd import numerical_rank, truncated_svd
+from .svd import RANK_RTOL, balanced_split, check_multiplet, numerical_rank
 from .validate import check_beta, check_chi, check_steps
 
 
@@ -44,14 +44,15 @@ def _jax_ops():
     ops.exp, ops.expm1, ops.log, ops.sqrt = jnp.exp, jnp.expm1, jnp.log, jnp.sqrt
     ops.reshape, ops.transpose, ops.einsum = jnp.reshape, jnp.transpose, jnp.einsum
     ops.norm = jnp.linalg.norm
-    ops.svd = truncated_svd
+    ops.split = balanced_split
     ops.constant = lambda x: jnp.asarray(x, dtype=jnp.float64)
     return ops
 
 
-def _numpy_svd(M, k):
+def _numpy_split(M, k):
     U, s, Vh = np.linalg.svd(M, full_matrices=False)
-    return U[:, :k], s[:k], Vh[:k, :]
+    r = np.sqrt(s[:k])
+    return U[:, :k] * r[None, :], r[:, None] * Vh[:k, :]
 
 
 def _numpy_ops():
@@ -61,7 +62,7 @@ def _numpy_ops():
     ops.reshape, ops.transpose = np.reshape, np.transpose
     ops.einsum = lambda spec, *xs: np.einsum(spec, *xs, optimize=True)
     ops.norm = np.linalg.norm
-    ops.svd = _numpy_svd
+    ops.split = _numpy_split
     ops.constant = lambda x: np.asarray(x, dtype=np.float64)
     return ops
 
@@ -80,12 +81,10 @@ def jax_ops():
 
 
 def _split(M, D, k, ops):
-    """Truncated SVD of a (D*D, D*D) matrix into halves (D, D, k) and (k, D, D)."""
-    U, s, Vh = ops.svd(M, k)
-    r = ops.sqrt(s)
-    left = ops.reshape(U * ops.reshape(r, (1, k)), (D, D, k))
-    right = ops.reshape(ops.reshape(r, (k, 1)) * Vh, (k, D, D))
-    return left, right
+    """Truncated SVD of a (D*D, D*D) matrix into halves U sqrt(S) (D, D, k) and
+    sqrt(S) V^T (k, D, D): ``ops.split`` (JAX: :func:`trgad.svd.balanced_split`)."""
+    left, right = ops.split(M, k)
+    return ops.reshape(left, (D, D, k)), ops.reshape(right, (k, D, D))
 
 
 def trg_step(T, k, ops):
@@ -153,15 +152,6 @@ def lnz_per_site(beta, schedule, ops=None):
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
 
 
-#: Relative size below which a singular value counts as zero for the truncation schedule:
-#: about 450 float64 epsilons, just above the SVD's rounding level (eps * s_0 times a small
-#: factor).  Anything larger is resolved, so it is physics, not noise, and must be kept:
-#: at small beta the sectors that carry u have singular values ~ 2 beta * s_0, and a larger
-#: tolerance (1e-10 in earlier versions) dropped them for beta < ~1e-10, keeping lnZ/N but
-#: giving u wrong by a factor up to 4 on the small tori (u = -2 beta instead of -8 beta).
-RANK_RTOL = 1e-13
-
-
 def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
 
@@ -172,18 +162,22 @@ def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     6 beta, while lnZ/N stays exact to rounding).
 
     Returns a list of ``steps`` ints.  Raises InputError for chi outside [2, CHI_MAX], steps
-    outside [1, MAX_STEPS] or a bad beta (see :mod:`trgad.validate`).
+    outside [1, MAX_STEPS] or a bad beta (see :mod:`trgad.validate`), and if chi cuts inside a
+    multiplet of equal singular values at some step (:func:`trgad.svd.check_multiplet`: the
+    truncated tensor would not be a differentiable function of beta there).
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
     ops = NUMPY
     T = ising.initial_tensor(beta, ops)
     ks = []
-    for _ in range(steps):
+    for step in range(steps):
         D = T.shape[0]
         Tn = T / np.linalg.norm(T)
         mats = (Tn.reshape(D * D, D * D), Tn.transpose(1, 2, 3, 0).reshape(D * D, D * D))
-        rank = min(numerical_rank(np.linalg.svd(m, compute_uv=False), rtol) for m in mats)
-        k = max(1, min(chi, rank))
+        spectra = [np.linalg.svd(m, compute_uv=False) for m in mats]
+        k = max(1, min(chi, *(numerical_rank(sv, rtol) for sv in spectra)))
+        for sv in spectra:
+            check_multiplet(sv, k, f"chi={chi} at step {step} (beta={beta:g})")
         ks.append(k)
         T, _ = trg_step(T, k, ops)
     return ks

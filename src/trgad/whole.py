@@ -123,7 +123,8 @@ class KeyedOps:
     ``trg.lnz_per_site(keyed.leaf(beta, keys), schedule, ops=KeyedOps(keys))`` runs the very
     same TRG code as the JAX back end.  ``keys`` is one of :data:`trgad.keys.STRATEGIES`
     (InputError otherwise).  Attributes: ``name``, ``keys``, ``exp``, ``expm1``, ``log``,
-    ``sqrt``, ``reshape``, ``transpose``, ``einsum``, ``norm``, ``svd(M, k)``, ``constant``.
+    ``sqrt``, ``reshape``, ``transpose``, ``einsum``, ``norm``, ``svd(M, k)``,
+    ``split(M, k)``, ``constant``.
     """
 
     def __init__(self, keys="structural"):
@@ -132,6 +133,13 @@ class KeyedOps:
         self.exp, self.expm1, self.log, self.sqrt = keyed.exp, keyed.expm1, keyed.log, keyed.sqrt
         self.reshape, self.transpose, self.einsum = keyed.reshape, keyed.transpose, keyed.einsum
         self.norm, self.svd = keyed.norm, keyed.svd
+
+    def split(self, M, k):
+        """Halves U sqrt(s) and sqrt(s) Vh from the engine's SVD primitive, as tenferro-rs's
+        TRG builds them: all three SVD outputs enter the graph."""
+        U, s, Vh = keyed.svd(M, k)
+        r = keyed.sqrt(s)
+        return U * keyed.reshape(r, (1, k)), keyed.reshape(r, (k, 1)) * Vh
 
     def constant(self, x):
         return keyed.constant(x, self.keys)
