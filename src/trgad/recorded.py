@@ -15,10 +15,29 @@ Two sources, each labelled wherever a page shows its figures:
    tensor4all/computegraph-rs): the history of its key type, read from the commits cited in
    :data:`COMPUTEGRAPH_HISTORY`, and timings measured by this project's authors on its code
    (:data:`COMPUTEGRAPH_EQ_MS`); the machine of those timings was not recorded.
+
+The book's appendix (book/source-report.md) presents the report: its setup, tables, fix and
+advice.  :data:`SOURCE` is the label the chapters put on its figures (Markdown, linking there).
 """
 
-SOURCE = ("recorded elsewhere: the source report (JAX 0.12.0.1 and tenferro-rs 0.8.0 on an "
-          "Apple M2 Max), not measured by this build")
+SOURCE = ("recorded elsewhere: [the source report](source-report.md) (JAX 0.12.0.1 and "
+          "tenferro-rs 0.8.0 on an Apple M2 Max), not measured by this build")
+
+#: The report's title, in Chinese as published and in this book's translation.
+TITLE = "整张图求导，几步之后就停不下来"
+TITLE_EN = "Differentiating the whole graph: after a few steps it never stops"
+
+#: The report's setup, as it states it: (item, value) pairs.
+SETUP = [
+    ("JAX", "0.12.0.1, CPU, float64 (x64)"),
+    ("tenferro-rs", "0.8.0, release build, `CpuEngine::serial()`, one thread"),
+    ("machine", "Apple M2 Max, macOS 27, rustc 1.99.0"),
+    ("load average during the runs", "2.4 to 3.0"),
+    ("TRG", "chi = 16, truncation schedule [2, 4, 4, 16, ...], beta = 0.3"),
+    ("code, tenferro-rs side", "binary `p25_whole_graph` (release, `CpuEngine::serial()`); "
+     "the staged program `ising_trg` of the series' hands-on page"),
+    ("code, JAX side", "script `p25_whole_graph.py`"),
+]
 
 #: JAX whole graph: steps -> (eqns, make_jaxpr(grad) ms, first jit(grad) call ms, grad).
 JAX_WHOLE = {
@@ -37,6 +56,15 @@ TENFERRO_WHOLE = {
     4: (2088.32, 2093.47, 863, 3.564, 0.844054073623855),
 }
 TENFERRO_HANG = {"steps": 5, "timeout_seconds": 60, "exit": 124}
+#: The last row the killed 5-step run had printed, a second run of 4 steps in the same
+#: process (same columns as :data:`TENFERRO_WHOLE`).
+TENFERRO_HANG_LAST_ROW = (4, (2092.07, 2082.67, 863, 2.267, 0.844054073623855))
+#: The report's word on the eager backward: it uses the same transform and takes "about
+#: 7 s" per call for the whole graph at 4 steps.
+TENFERRO_EAGER_BACKWARD = {"steps": 4, "seconds_per_call_about": 7}
+#: Where the report compares tenferro-rs's whole-graph gradients with JAX's, bit for bit:
+#: steps -> "identical" or "last digit differs" (its JAX table lists only 1, 4, 5, 20 steps).
+TENFERRO_VS_JAX_BITS = {1: "identical", 2: "identical", 3: "last digit differs", 4: "identical"}
 
 #: tenferro-rs mul chain y <- (y*y)/2: layers -> (ad.grad ms, drop ms, grad ops).
 TENFERRO_CHAIN = {16: (4.13, 4.00, 81), 20: (62.46, 62.08, 101), 24: (1004.20, 1004.57, 121),
@@ -45,8 +73,14 @@ TENFERRO_CHAIN = {16: (4.13, 4.00, 81), 20: (62.46, 62.08, 101), 24: (1004.20, 1
 JAX_CHAIN_30_MS = 7.0
 
 #: tenferro-rs staged run, 20 steps (value and gradient, min of 3 after a warm-up).
+#: ``c`` is a central difference of two more gradients (step ``h``), not included in the time.
 TENFERRO_STAGED = {"steps": 20, "lnz_per_site": 0.790559063800966, "u": -0.704498679529762,
-                   "c": 0.286288378175, "value_and_grad_ms": 555.8, "h": 1e-5}
+                   "c": 0.286288378175, "value_and_grad_ms": 555.8, "h": 1e-5,
+                   "ks": [2, 4, 4] + [16] * 17, "repeats": 3}
+
+#: The report's detection rule: time ``ad.grad`` after each added step; a ratio of
+#: successive times that stays above this is exponential growth.
+DETECT_RATIO = 2
 
 
 # --- computegraph-rs (tensor4all/computegraph-rs) ---------------------------------------
