@@ -17,6 +17,9 @@ visit), and for each page the check asserts:
   and every figure the source declares (a code cell's ``mystnb: figure: name:``) is on the
   page as a numbered figure ("Fig. N") under that name, with its image;
 * no output cell shows a traceback or an error, no Markdown table is left as raw text;
+* every table fits the text column in a ``VIEWPORT``-wide window (1300 px, a laptop): it is
+  no wider than the article's content box, and no scroll container around it has to
+  scroll (the theme wraps tables in one, so a wide table is cut off behind a scroll bar);
 * every formula is typeset by MathJax, which the book serves itself (sphinx-mathjax-offline):
   no formula left as raw TeX (in a math element or as ``$...$`` text), no MathJax TeX
   error (e.g. an unknown macro);
@@ -52,6 +55,9 @@ ALLOWED_NONFINITE: dict[str, str] = {}
 #: Chromium asks every site for /favicon.ico, and the book has none.
 IGNORED_CONSOLE = ("/favicon.ico",)
 NAV_TIMEOUT_MS = 60_000
+#: The window every page is checked (and photographed) in: a laptop screen, where the theme
+#: shows both sidebars and the text column is narrowest.
+VIEWPORT = {"width": 1300, "height": 900}
 
 HTML = build_dir() / "html"
 
@@ -157,17 +163,43 @@ _INSPECT_JS = r"""
     .map(e => e.innerText).map(s => (s.match(/\$[^$\s][^$]*\$/) || [''])[0]).filter(s => s).map(s => s.slice(0, 120));
   const mathErrors = Array.from(main.querySelectorAll('mjx-merror'))
     .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 120));
+  // tables wider than the text column: the article's content box, and any scroll
+  // container between the table and the article (the theme wraps each table in one)
+  const article = main.querySelector('article') || main;
+  const acs = getComputedStyle(article);
+  const aRect = article.getBoundingClientRect();
+  const colLeft = aRect.left + parseFloat(acs.paddingLeft) + parseFloat(acs.borderLeftWidth);
+  const colRight = aRect.right - parseFloat(acs.paddingRight) - parseFloat(acs.borderRightWidth);
+  const headings = Array.from(main.querySelectorAll('h1, h2, h3'));
+  const tables = Array.from(main.querySelectorAll('table')).map((t, i) => {
+    const r = t.getBoundingClientRect();
+    let clipped = null;
+    for (let e = t.parentElement; e && e !== article.parentElement; e = e.parentElement) {
+      const ox = getComputedStyle(e).overflowX;
+      if (['auto', 'scroll', 'hidden', 'clip'].includes(ox) && e.scrollWidth > e.clientWidth + 1) {
+        clipped = {scrollWidth: e.scrollWidth, clientWidth: e.clientWidth};
+        break;
+      }
+    }
+    const before = headings.filter(h => h.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING);
+    const heading = before.length ? before[before.length - 1].innerText.replace(/#$/, '').trim() : '';
+    const firstRow = t.querySelector('tr');
+    const header = firstRow ? Array.from(firstRow.children).map(c => c.innerText.trim()) : [];
+    return {index: i + 1, heading, header, width: Math.round(r.width),
+            column: Math.round(colRight - colLeft),
+            overflowsColumn: r.left < colLeft - 1 || r.right > colRight + 1, clipped};
+  });
   return {
     title: document.title, h1: text(main.querySelector('h1')).trim(),
     mainText: text(main), imgs, figures, pasted, errorOutputs, outputText, rawTables,
-    nMath: math.length, rawMath, mathErrors, rawDollar,
+    nMath: math.length, rawMath, mathErrors, rawDollar, tables,
   };
 }
 """
 
 
 def _inspect(browser, url, screenshot_path):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     console, external = [], []
 
@@ -297,7 +329,57 @@ def _problems(rel, info):
         problems.append(f"MathJax error: {err!r}")
     if "Traceback (most recent call last)" in info["outputText"]:
         problems.append("an output cell shows a Python traceback")
+    problems += _wide_tables(info["tables"])
     return problems
+
+
+def _wide_tables(tables):
+    """One line per table wider than the text column (see ``_INSPECT_JS``), naming it."""
+    lines = []
+    for t in tables:
+        if not (t["overflowsColumn"] or t["clipped"]):
+            continue
+        cols = " | ".join(h[:24] for h in t["header"])
+        where = f" under {t['heading']!r}" if t["heading"] else ""
+        if t["clipped"]:
+            size = (f"{t['clipped']['scrollWidth']} px of content in {t['clipped']['clientWidth']} px, "
+                    f"cut off behind a scroll bar")
+        else:
+            size = f"{t['width']} px wide in a {t['column']} px text column"
+        lines.append(f"table {t['index']}{where} ({len(t['header'])} columns: {cols}) is wider than the "
+                     f"text column at {VIEWPORT['width']} px: {size}; transpose, split or narrow it")
+    return lines
+
+
+_TABLES_HTML = """<!doctype html><html><body style="margin:0"><main>
+<article style="width: 600px; padding: 0 20px; border: 1px solid #ccc">
+<h2>Narrow</h2>
+<div style="overflow-x: auto"><table><tr><th>steps</th><th>time</th></tr><tr><td>1</td><td>2 ms</td></tr></table></div>
+<h2>Scrolled</h2>
+<div style="overflow-x: auto"><table><tr>%s</tr></table></div>
+<h3>Loose</h3>
+<table style="width: 900px"><tr><th>x</th></tr></table>
+</article></main></body></html>""" % "".join(f"<th>column_heading_{i}</th>" for i in range(12))
+
+
+def test_table_width_check_flags_exactly_the_wide_tables(browser):
+    """The width check on a page built to measure: a 600 px text column holding a two-column
+    table (fits), a twelve-column table in a scroll container (cut off) and a 900 px table
+    with no container (sticks out)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.set_content(_TABLES_HTML)
+        tables = page.evaluate(_INSPECT_JS)["tables"]
+    finally:
+        context.close()
+    assert [t["column"] for t in tables] == [600] * 3
+    lines = _wide_tables(tables)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("table 2 under 'Scrolled' (12 columns: column_heading_0 |")
+    assert "cut off behind a scroll bar" in lines[0]
+    assert lines[1].startswith("table 3 under 'Loose' (1 columns: x)")
+    assert "900 px wide in a 600 px text column" in lines[1]
 
 
 @pytest.mark.parametrize("rel", PAGES)
