@@ -1,0 +1,32 @@
+"""The recorded figures (trgad.recorded) against this book's code and against each other."""
+import re
+from pathlib import Path
+
+import yaml
+
+from trgad import recorded, trg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_reports_schedule_is_the_books():
+    st = recorded.TENFERRO_STAGED
+    assert trg.truncation_schedule(16, st["steps"], 0.3) == st["ks"]
+
+
+def test_bit_for_bit_comparison_agrees_with_both_tables():
+    """Where the report's JAX table has the step, its 'identical' matches the printed digits."""
+    for n, verdict in recorded.TENFERRO_VS_JAX_BITS.items():
+        assert n in recorded.TENFERRO_WHOLE
+        if n in recorded.JAX_WHOLE:
+            same = recorded.TENFERRO_WHOLE[n][4] == recorded.JAX_WHOLE[n][3]
+            assert same == (verdict == "identical"), n
+    # the 1-step gradient program has as many ops as the JAX jaxpr has equations
+    assert recorded.TENFERRO_WHOLE[1][2] == recorded.JAX_WHOLE[1][0]
+
+
+def test_the_label_links_to_the_appendix_in_the_toc():
+    target = re.search(r"\]\(([^)]+)\.md\)", recorded.SOURCE).group(1)
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert {"file": f"book/{target}"} in toc["chapters"]
+    assert (ROOT / "book" / f"{target}.md").is_file()
