@@ -151,6 +151,48 @@ def test_comparing_independent_copies_walks_the_tree(fanout):
     assert keys.count_visits(lambda: y.key == y.key) == (True, 1)
 
 
+# --- where a transform's visits go: step by step ---------------------------------------------
+
+TRANSFORMS = {"vjp": (lambda y, x: keyed.grad(y, x), "reverse_sweep"),
+              "jvp": (lambda y, x: keyed.jvp([y], x, 1.0), "forward_sweep")}
+
+
+@pytest.mark.parametrize("form", TRANSFORMS)
+@pytest.mark.parametrize("fanout", [2, 3])
+def test_step_visits_add_up_and_step_c_walks_every_tree(form, fanout):
+    transform, sweep = TRANSFORMS[form]
+    others = []
+    for depth in range(1, 8):
+        x = keyed.leaf(1.1, "structural")
+        y = chain.build(x, depth, fanout)
+        d = transform(y, x)
+        assert set(d.step_visits) == {"value_table", "materialise", "fetch_residuals", sweep}
+        assert sum(d.step_visits.values()) == d.key_visits
+        # step c: every value of the graph is looked up once by the copy's key: a hash, an ==
+        # between two independently built equal keys (a walk of the value's whole tree), and
+        # a hash to store the register
+        nodes = keys.postorder(y.key)
+        assert d.step_visits["fetch_residuals"] == sum(recursive_tree_size(n) + 2 for n in nodes)
+        others.append(d.key_visits - d.step_visits["fetch_residuals"])
+    assert len(set(diffs(others))) == 1          # steps a, b, d: the same visits per layer
+
+
+@pytest.mark.parametrize("form", TRANSFORMS)
+def test_interned_step_c_is_two_visits_per_value(form):
+    transform, _ = TRANSFORMS[form]
+    x = keyed.leaf(1.1, "interned")
+    y = chain.build(x, 9, 2)
+    d = transform(y, x)
+    assert d.step_visits["fetch_residuals"] == 2 * keys.dag_size(y.key)
+    assert sum(d.step_visits.values()) == d.key_visits
+
+
+def test_eager_tangents_have_no_steps():
+    x = keyed.leaf(1.1, "structural")
+    r = keyed.jvp_eager([chain.build(x, 5, 2)], x, 1.0)
+    assert r.step_visits == {} and r.key_visits == 0
+
+
 # --- any depth ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("strategy", keys.STRATEGIES)

@@ -6,6 +6,7 @@ import random
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 import trgad
@@ -163,6 +164,61 @@ def test_trg_by_steps_structural_exponential():
     g2 = probe.trg_growth(steps=(1, 2, 3, 4, 5, 6), engine="keyed", keys="interned", budget=60)
     assert g2.verdict == "polynomial"
     assert g2.grads[3] == pytest.approx(trgad.torus_exact(0.3, 4)["dlnz"], abs=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# Path counts per step: the base a structural key walk grows by
+# ---------------------------------------------------------------------------------------
+
+# Counted by hand from each step's formula: M[i][j] = uses of input j on the ways to output i.
+HAND_COUNTED = {
+    "chain": [[2]],                      # y*y
+    "newton": [[2]],                     # x and 2/x
+    "power": [[3, 3], [3, 3]],           # each component feeds a2 and b2, each used twice
+    "evolve": [[2, 1], [1, 1]],          # q2 = q + dt (p - dt q), p2 = p - dt q
+}
+
+
+@pytest.mark.parametrize("name", HAND_COUNTED)
+def test_path_matrix_of_the_builtin_steps_is_the_hand_count(name):
+    step, x0, _ = probe.BUILTINS[name]
+    assert probe.path_matrix(step, x0) == HAND_COUNTED[name]
+
+
+def test_path_matrix_of_a_swap_and_a_constant():
+    assert probe.path_matrix(swap_square, (0.9, 0.8)) == [[0, 1], [2, 0]]   # eigenvalues +-sqrt 2
+    assert probe.path_matrix(lambda x: 3.0, 0.9) == [[0]]
+
+
+@pytest.mark.parametrize("name", ["power", "evolve"])
+def test_path_counts_of_unrolled_steps_are_matrix_powers(name):
+    # independent of path_matrix: count the paths on the unrolled graph itself
+    from trgad import engine as keyed
+    from trgad.keys import path_count
+
+    step, x0, _ = probe.BUILTINS[name]
+    M = np.array(probe.path_matrix(step, x0), dtype=object)   # exact integer products
+    leaves = [keyed.leaf(v, "structural") for v in x0]
+    state, power = tuple(leaves), np.identity(len(x0), dtype=object)
+    for n in range(1, 9):
+        state = step(state)
+        power = power.dot(M)
+        assert [[path_count(o.key, leaf.key) for leaf in leaves] for o in state] == power.tolist()
+
+
+def test_structural_visits_grow_by_the_largest_eigenvalue_of_the_path_matrix():
+    step, x0, _ = probe.BUILTINS["evolve"]
+    rho = max(abs(np.linalg.eigvals(np.array(probe.path_matrix(step, x0), dtype=float))))
+    assert rho == pytest.approx((3 + 5 ** 0.5) / 2, rel=1e-12)
+    g = probe.growth(step, x0, depths=range(6, 13), keys="structural", budget=60)
+    assert g.ratios[-1] == pytest.approx(rho, rel=0.01)
+
+
+def test_path_matrix_bad_input():
+    with pytest.raises(trgad.InputError, match="not callable"):
+        probe.path_matrix(3, 1.0)
+    with pytest.raises(trgad.InputError, match="failed"):
+        probe.path_matrix(lambda x: x.nonexistent, 1.0)
 
 
 def test_split_costs_names_the_trap():

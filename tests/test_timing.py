@@ -70,6 +70,20 @@ def test_run_with_timeout_refuses_non_finite_results():
     assert timing.run_with_timeout("builtins:float", args=["2.5"], timeout=60).value == 2.5
 
 
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_time_grad_transform_traces_afresh_at_every_repeat(mode):
+    # JAX caches the jaxpr of a function it has traced: timing make_jaxpr of one function
+    # object three times measured the cache twice.  Every repeat must run the user's code.
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * x
+
+    timing.time_grad_transform(f, 2.0, repeats=3, mode=mode)
+    assert len(calls) == 3
+
+
 def test_time_grad_transform_returns_the_jaxpr_of_the_gradient():
     import jax
 

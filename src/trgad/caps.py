@@ -45,6 +45,8 @@ BETA_POINTS = 7 if PREVIEW else 21
 AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
+#: TRG steps of the keyed engine's eager forward mode in the mul-chain chapter.
+FORWARD_EAGER_STEPS = 8 if PREVIEW else 20
 
 
 def describe():

@@ -25,6 +25,8 @@ This module has two parts:
    d. :func:`reverse_sweep` (cotangent environment keyed by value key) or
       :func:`forward_sweep` (tangent environment keyed by value key).
 
+   A transform's :class:`Derivative` counts its key visits by step (``step_visits``).
+
    :func:`jvp_eager` is forward mode without keys: tangents follow the recorded trace by
    object identity, like dual numbers.
 
@@ -41,7 +43,7 @@ import time
 
 import numpy as np
 
-from .keys import COUNTER, STRATEGIES, fresh_leaf_key, make_key, topological
+from .keys import COUNTER, STRATEGIES, count_visits, fresh_leaf_key, make_key, topological
 from .program import Derivative, Eager, Emitter, Tangents
 from .rules import IMPL, JVP_RULES, MULTI_OUTPUT, VJP_RULES
 from .validate import InputError, check_choice
@@ -291,14 +293,16 @@ def forward_sweep(em, ops, residual, wrt_key, tangent):
     return t_env
 
 
-def _graph(outputs, wrt):
-    """Steps a, b, c shared by both keyed transforms."""
+def _graph(outputs, wrt, visits):
+    """Steps a, b, c shared by both keyed transforms.  ``visits[name]`` receives each step's
+    key visits (tracing and finding the leaves go by object identity: no key is visited)."""
     user_ops = trace(outputs)
     leaves = _leaves(user_ops, [*outputs, wrt])
-    table = value_table(leaves, user_ops)
-    copy_of, nodes, ops = materialise(wrt.strategy, leaves, user_ops)
+    table, visits["value_table"] = count_visits(lambda: value_table(leaves, user_ops))
+    (copy_of, nodes, ops), visits["materialise"] = count_visits(
+        lambda: materialise(wrt.strategy, leaves, user_ops))
     em = Emitter(wrt.strategy)
-    residual = fetch_residuals(em, nodes, table)
+    residual, visits["fetch_residuals"] = count_visits(lambda: fetch_residuals(em, nodes, table))
     return user_ops, copy_of, ops, em, residual
 
 
@@ -327,13 +331,17 @@ def vjp(outputs, wrt, cotangents):
     if len(outputs) != len(cotangents):
         raise InputError(f"outputs ({len(outputs)}) and cotangents ({len(cotangents)}) must be lists of equal length")
     start_visits, t0 = COUNTER.visits, time.perf_counter()
-    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt)
+    visits = {}
+    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt, visits)
+    start_sweep = COUNTER.visits
     seeds = [(copy_of[v.key], _broadcast("cotangent", c, v.shape)) for v, c in zip(outputs, cotangents)]
     wrt_key = copy_of[wrt.key]
-    ct_env = reverse_sweep(em, ops, residual, wrt_key, seeds)
-    d = Derivative(em, [(ct_env.get(wrt_key), wrt.shape)], len(user_ops), single=True)
+    gradient = reverse_sweep(em, ops, residual, wrt_key, seeds).get(wrt_key)
+    visits["reverse_sweep"] = COUNTER.visits - start_sweep
+    d = Derivative(em, [(gradient, wrt.shape)], len(user_ops), single=True)
     d.transform_seconds = time.perf_counter() - t0
     d.key_visits = COUNTER.visits - start_visits
+    d.step_visits = visits
     return d
 
 
@@ -366,12 +374,16 @@ def jvp(outputs, wrt, tangent):
     """
     outputs, wrt = _check(outputs, wrt)
     start_visits, t0 = COUNTER.visits, time.perf_counter()
-    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt)
+    visits = {}
+    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt, visits)
+    start_sweep = COUNTER.visits
     t_env = forward_sweep(em, ops, residual, copy_of[wrt.key], em.const(_broadcast("tangent", tangent, wrt.shape)))
     results = [(t_env.get(copy_of[v.key]), v.shape) for v in outputs]
+    visits["forward_sweep"] = COUNTER.visits - start_sweep
     d = Derivative(em, results, len(user_ops), single=False)
     d.transform_seconds = time.perf_counter() - t0
     d.key_visits = COUNTER.visits - start_visits
+    d.step_visits = visits
     return d
 
 

@@ -12,6 +12,8 @@ into functions:
   and returns a :class:`Growth` with per-depth figures, the base per layer and a verdict.
 * :func:`trg_growth` does the same for the whole-graph TRG by number of steps.
 * :func:`trgad.verdict.classify` is the verdict rule alone, on any cost sequence.
+* :func:`path_matrix` counts the paths by which one step's inputs reach its outputs: its
+  largest eigenvalue is the base a structural key walk grows by.
 * :func:`split_costs` separates transform, execution and freeing at one depth and names the
   signature of the trap ("milliseconds to run, seconds to transform").
 * :func:`run` is the command line's probe: a built-in graph or a user's ``module:function``.
@@ -129,8 +131,9 @@ def _check_depths(depths, name="depths"):
     return ds
 
 
-def _unroll(step, state, depth, is_tuple, where):
-    """Apply ``step`` ``depth`` times; return the first component of the final state.
+def _unroll(step, state, depth, is_tuple, where, first=True):
+    """Apply ``step`` ``depth`` times; return the first component of the final state (with
+    ``first=False``, the whole state: a tuple for a tuple ``state``).
 
     Any exception the user's step raises becomes an InputError naming ``where``.
     """
@@ -146,7 +149,7 @@ def _unroll(step, state, depth, is_tuple, where):
                              f"{one_line(e)}") from None
         if is_tuple and (not isinstance(x, (tuple, list)) or len(x) != len(state)):
             raise InputError(f"step must return a tuple of {len(state)} values for a tuple x0")
-    return x[0] if is_tuple else x
+    return x[0] if is_tuple and first else x
 
 
 def _measure_keyed(step, state, is_tuple, depth, keys):
@@ -355,6 +358,33 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     trap = ratio > TRAP_RATIO and row["transform_seconds"] > TRAP_MIN_SECONDS
     row.update(depth=depth, keys=keys, transform_over_run=ratio, diagnosis="trap" if trap else "ok")
     return row
+
+
+def path_matrix(step: Callable, x0) -> list:
+    """Paths from one step's inputs to its outputs: M[i][j] = the number of distinct paths
+    from component i of ``step(x)`` back to component j of ``x`` in the keyed engine's graph
+    (:func:`trgad.keys.path_count`, on structural keys).
+
+    Paths multiply along a chain of steps, so the key of a component after d steps holds
+    about rho**d paths back to the start, rho = the largest eigenvalue of M (a non-negative
+    matrix: its Perron root); a structural comparison walks every path, so rho is the base
+    of the probe's key visits.  ``step`` and ``x0`` as for :func:`growth` (a number, or a
+    tuple of numbers).  Returns a list of lists of ints, one row per output component (an
+    output that is a constant, not an engine value, has a row of zeros).  Raises InputError
+    as :func:`growth` does for a bad step or x0.
+    """
+    from . import engine as keyed
+    from .keys import path_count
+
+    if not callable(step):
+        raise InputError(f"step={step!r} is not callable")
+    state, is_tuple = as_state(x0)
+    leaves = [keyed.leaf(v, "structural") for v in state]
+    start = tuple(leaves) if is_tuple else (leaves[0],)
+    out = _unroll(step, start, 1, is_tuple, "on the keyed engine's values", first=False)
+    outs = tuple(out) if is_tuple else (out,)
+    return [[path_count(o.key, leaf.key) if isinstance(o, keyed.Value) else 0 for leaf in leaves]
+            for o in outs]
 
 
 # --------------------------------------------------------------------------------------

@@ -126,6 +126,10 @@ class Derivative:
     ----------
     transform_seconds : float, wall time of the transform (building this program).
     key_visits : int, exact key visits the transform made (see :data:`trgad.keys.COUNTER`).
+    step_visits : dict, the same visits by step of the transform, summing to ``key_visits``:
+        ``"value_table"``, ``"materialise"``, ``"fetch_residuals"`` and ``"reverse_sweep"``
+        (:func:`~trgad.engine.vjp`) or ``"forward_sweep"`` (:func:`~trgad.engine.jvp`); a
+        sweep's count includes looking up the outputs and ``wrt`` in the copy.
     derivative_ops : int, instructions in the program (its size).
     primal_ops : int, operations of the primal graph the transform saw.
     run_seconds : float or None, wall time of the last :meth:`run`.
@@ -143,6 +147,7 @@ class Derivative:
         self.primal_ops = primal_ops
         self.transform_seconds = 0.0
         self.key_visits = 0
+        self.step_visits = {}
         self.run_seconds = None
         self.free_seconds = None
 
@@ -178,14 +183,15 @@ class Derivative:
 
 class Tangents:
     """What :func:`jvp_eager` returns: tangents already computed, with the fields of a
-    :class:`Derivative` (``transform_seconds``, ``key_visits``, ``derivative_ops`` = tangent
-    operations computed, ``primal_ops``, ``run_seconds``, ``free_seconds``).  :meth:`run`
+    :class:`Derivative` (``transform_seconds``, ``key_visits``, ``step_visits`` (empty: no
+    steps keyed by value key), ``derivative_ops`` = tangent operations computed,
+    ``primal_ops``, ``run_seconds``, ``free_seconds``).  :meth:`run`
     returns copies of the tangents (one array per output)."""
 
     def __init__(self, tangents, ops, primal_ops):
         self._tangents = tangents
         self.derivative_ops, self.primal_ops = ops, primal_ops
-        self.transform_seconds, self.key_visits = 0.0, 0
+        self.transform_seconds, self.key_visits, self.step_visits = 0.0, 0, {}
         self.run_seconds = self.free_seconds = None
 
     def run(self):

@@ -56,6 +56,8 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
     difference (``time.perf_counter``: wall time; ``time.process_time``: this process's CPU
     time, which other processes on the machine do not inflate), with Python's garbage
     collector paused during each call (as ``timeit`` does), and the jaxpr of the gradient.
+    Every repeat traces and transforms ``f`` afresh (JAX caches the jaxpr of a function it has
+    traced before, so repeating ``make_jaxpr`` on one function object would time the cache).
     This is JAX's counterpart of the keyed engine's transform: tracing plus the reverse-mode
     transform, no compilation.
     """
@@ -63,9 +65,12 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
 
     repeats = check_int("repeats", repeats, 1)
     mode = check_choice("mode", mode, ("reverse", "forward"))
-    derivative = jax.grad(f) if mode == "reverse" else (lambda y: jax.jvp(f, (y,), (1.0,))[1])
     best, jaxpr = math.inf, None
     for _ in range(repeats):
+        # A fresh function per repeat: make_jaxpr of the same function object is a cache hit
+        # from the second call on (microseconds), which would time JAX's cache, not the transform.
+        fresh = lambda y: f(y)  # noqa: E731
+        derivative = jax.grad(fresh) if mode == "reverse" else (lambda y: jax.jvp(fresh, (y,), (1.0,))[1])
         was_enabled = gc.isenabled()
         gc.disable()
         try:
