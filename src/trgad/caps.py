@@ -45,6 +45,16 @@ BETA_POINTS = 7 if PREVIEW else 21
 AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
+#: Numbers of TRG steps whose jax.grad the Ising chapter takes through JAX's own SVD rule
+#: (NaN from 5 steps; each is one small compiled gradient).
+STOCK_RULE_STEPS = (4, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
+#: Bond dimensions of the Ising chapter's convergence figure.  Each costs two NumPy
+#: schedules and two eager second derivatives; chi = 32 (a 1024 x 1024 SVD per split) is
+#: about half of the figure's time.
+CONV_CHIS = (8, 12, 16) if PREVIEW else (8, 12, 16, 24, 32)
+#: TRG steps of that figure at beta = 0.3 and near beta_c (2**steps sites, enough for the
+#: correlation length at each; the chapter shows the size dependence).
+CONV_STEPS = (10, 12) if PREVIEW else (12, 16)
 
 
 def describe():
