@@ -47,6 +47,19 @@ AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 SCAN_STEPS = 12 if PREVIEW else 20
 #: TRG steps of the keyed engine's eager forward mode in the mul-chain chapter.
 FORWARD_EAGER_STEPS = 8 if PREVIEW else 20
+#: Numbers of TRG steps whose jax.grad the Ising chapter takes through JAX's own SVD rule
+#: (NaN from 5 steps; each is one small compiled gradient).
+STOCK_RULE_STEPS = (4, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
+#: Bond dimensions of the Ising chapter's convergence figure.  Each point costs a NumPy
+#: schedule and an eager second derivative of the whole graph; one point at chi = 32 (a
+#: 1024 x 1024 SVD per split) costs about as much as the four smaller chi together.
+CONV_CHIS = (8, 12, 16) if PREVIEW else (8, 12, 16, 24, 32)
+#: Largest chi of that figure at beta = 0.3 and near beta_c: chi = 32 is spent only near
+#: beta_c, where the truncation error is largest.
+CONV_CHI_MAX = (16, 16) if PREVIEW else (24, 32)
+#: TRG steps of that figure at beta = 0.3 and near beta_c (2**steps sites; the chapter prints
+#: how many correlation lengths wide each torus is).
+CONV_STEPS = (10, 12) if PREVIEW else (12, 16)
 
 
 def describe():

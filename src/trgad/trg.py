@@ -23,11 +23,13 @@ Conventions
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import ising
 from .svd import RANK_RTOL, balanced_split, check_multiplet, numerical_rank
-from .validate import check_beta, check_chi, check_steps
+from .validate import InputError, check_beta, check_chi, check_int, check_steps
 
 
 class _Ops:
@@ -152,11 +154,25 @@ def lnz_per_site(beta, schedule, ops=None):
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
 
 
+def split_spectra(T):
+    """Singular values of the two matrices a TRG step splits, for T / ||T||.
+
+    ``T``: (D, D, D, D) NumPy array, legs [l, u, r, d].  Returns (s_A, s_B), each a (D*D,)
+    array in descending order: sublattice A splits (l, u | r, d), sublattice B (u, r | d, l)
+    (see :func:`trg_step`).
+    """
+    D = T.shape[0]
+    Tn = T / np.linalg.norm(T)
+    mats = (Tn.reshape(D * D, D * D), Tn.transpose(1, 2, 3, 0).reshape(D * D, D * D))
+    return tuple(np.linalg.svd(m, compute_uv=False) for m in mats)
+
+
 def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
 
     Found by a NumPy forward pass at ``beta`` (the ranks of the first steps come from the
-    model's symmetry: [2, 4, 4, 16, 16, ...] for chi = 16 at beta = 0.3).  A singular value
+    structure of the network, not from beta: [2, 4, 4, 16, 16, ...] for chi = 16 at
+    beta = 0.3; see :func:`cut_spectra`).  A singular value
     counts when it exceeds ``rtol`` times the largest one (default :data:`RANK_RTOL`; below
     beta ~ 1e-13 the beta-sized values fall under it and u keeps an absolute error of about
     6 beta, while lnZ/N stays exact to rounding).
@@ -171,13 +187,102 @@ def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     T = ising.initial_tensor(beta, ops)
     ks = []
     for step in range(steps):
-        D = T.shape[0]
-        Tn = T / np.linalg.norm(T)
-        mats = (Tn.reshape(D * D, D * D), Tn.transpose(1, 2, 3, 0).reshape(D * D, D * D))
-        spectra = [np.linalg.svd(m, compute_uv=False) for m in mats]
+        spectra = split_spectra(T)
         k = max(1, min(chi, *(numerical_rank(sv, rtol) for sv in spectra)))
         for sv in spectra:
             check_multiplet(sv, k, f"chi={chi} at step {step} (beta={beta:g})")
         ks.append(k)
         T, _ = trg_step(T, k, ops)
     return ks
+
+
+#: Most entries of a tensor that :func:`cut_spectra` builds (2**24 float64 values, 128 MB).
+#: Without truncation the bond dimension squares every two steps, so only a few steps fit.
+CUT_SPECTRA_MAX_ENTRIES = 2**24
+
+
+class Cut(NamedTuple):
+    """The spectrum at the cut of one TRG step (see :func:`cut_spectra`).
+
+    ``k``: values kept; ``rank``: numerical rank (:data:`trgad.svd.RANK_RTOL`), the smaller
+    over the two splits; ``a``, ``b``: all singular values of sublattice A's and B's matrix,
+    each divided by its largest (descending (D*D,) arrays).
+    """
+
+    k: int
+    rank: int
+    a: np.ndarray
+    b: np.ndarray
+
+    @property
+    def gap(self):
+        """Relative gap (s_k - s_{k+1}) / s_k between the last kept and the first discarded
+        value (1-based), the smaller over the two splits; nan if nothing is discarded."""
+        if self.k >= self.a.size:
+            return float("nan")
+        return float(min((s[self.k - 1] - s[self.k]) / s[self.k - 1] for s in (self.a, self.b)))
+
+
+def cut_spectra(T, steps, chi=None, rtol=RANK_RTOL):
+    """The singular values at each step's cut, from a NumPy forward pass of the TRG.
+
+    Parameters
+    ----------
+    T : (D, D, D, D) NumPy array, the initial tensor (e.g. ``ising.initial_tensor(beta,
+        trg.NUMPY)``; any tensor with the TRG's leg order).
+    steps : int in [1, MAX_STEPS], number of steps looked at.
+    chi : int >= 1, or None.  Step i keeps min(chi, numerical rank) values, as
+        :func:`truncation_schedule` does (without its multiplet check: this function only
+        looks); None keeps every nonzero value, the untruncated and exact TRG.
+    rtol : relative threshold of the numerical rank.
+
+    Returns
+    -------
+    A list of ``steps`` :class:`Cut` records (k, rank, spectra of both splits, gap).
+
+    Raises InputError for a bad ``steps`` or ``chi``, or if a tensor would exceed
+    :data:`CUT_SPECTRA_MAX_ENTRIES` entries (an untruncated TRG of too many steps).
+    """
+    steps = check_steps(steps)
+    chi = None if chi is None else check_int("chi", chi, 1)
+    T = np.asarray(T, dtype=np.float64)
+    cuts = []
+    for step in range(steps):
+        a, b = split_spectra(T)
+        rank = min(numerical_rank(a, rtol), numerical_rank(b, rtol))
+        k = max(1, rank if chi is None else min(chi, rank))
+        cuts.append(Cut(k, rank, a / a[0], b / b[0]))
+        if step + 1 < steps:
+            if k ** 4 > CUT_SPECTRA_MAX_ENTRIES:
+                raise InputError(f"steps={steps} is out of range here: step {step + 1} would build a "
+                                 f"tensor of bond dimension {k} ({k ** 4} entries, at most "
+                                 f"{CUT_SPECTRA_MAX_ENTRIES}); pass a smaller chi or fewer steps")
+            T, _ = trg_step(T, k, NUMPY)
+    return cuts
+
+
+def lnz_terms(beta, schedule, ops=None):
+    """The terms of lnZ/N, step by step, from one forward pass of the TRG.
+
+    Parameters as :func:`lnz_per_site`.  Returns a dict of three lists, one entry per step i
+    (scalars of ``ops``):
+
+    * ``ln_norms``: ln||T_i||, the norm divided out before step i (enters lnZ/N as
+      ln||T_i|| / 2**i);
+    * ``ln_traces``: ln tr T_{i+1}, the torus trace of the tensor step i returns;
+    * ``estimates``: lnZ/N on 2**(i+1) sites, 2 beta + sum_{j<=i} ln||T_j|| / 2**j +
+      ln tr T_{i+1} / 2**(i+1): entry i equals ``lnz_per_site(beta, schedule[:i + 1], ops)``,
+      and the entries for i <= 3 are the exact small tori when nothing is truncated there.
+    """
+    ops = ops or jax_ops()
+    T = ising.initial_tensor(beta, ops)
+    total = ising.log_weight_per_site(beta)
+    terms = {"ln_norms": [], "ln_traces": [], "estimates": []}
+    for i, k in enumerate(schedule):
+        T, ln = trg_step(T, int(k), ops)
+        total = total + ln * (1.0 / 2**i)
+        ln_trace = ops.log(torus_trace(T, ops))
+        terms["ln_norms"].append(ln)
+        terms["ln_traces"].append(ln_trace)
+        terms["estimates"].append(total + ln_trace * (1.0 / 2**(i + 1)))
+    return terms
