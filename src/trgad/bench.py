@@ -48,14 +48,34 @@ def _row(first, steady, temp, **extra):
     return dict({"first_seconds": first, "steady_seconds": steady, "temp_bytes": int(temp)}, **extra)
 
 
-def _one_program(fn, beta, repeats):
-    """first call (compile + run), steady state and temporary memory of one jitted program."""
+def _first(fn, beta):
+    """Compile ``fn`` (from empty caches) and call it once: (executable, seconds for both)."""
     t0 = time.perf_counter()
     exe, _ = _aot(fn, beta)
     block(exe(beta))
-    first = time.perf_counter() - t0
+    return exe, time.perf_counter() - t0
+
+
+def _one_program(fn, beta, repeats):
+    """first call (compile + run), steady state and temporary memory of one jitted program."""
+    exe, first = _first(fn, beta)
     steady = time_call(lambda: exe(beta), warmup=1, repeats=repeats).min
     return _row(first, steady, exe.memory_analysis().temp_size_in_bytes)
+
+
+def _round_robin(calls, repeats):
+    """Steady-state seconds of each zero-argument call: one warm-up each, then ``repeats``
+    rounds in which every call is timed once, the minimum per call.  Taking turns spreads
+    the load of a shared machine over all of them, so that their ratios stay fair."""
+    for fn in calls.values():
+        block(fn())
+    best = {name: float("inf") for name in calls}
+    for _ in range(repeats):
+        for name, fn in calls.items():
+            t0 = time.perf_counter()
+            block(fn())
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def staged_memory():
@@ -93,29 +113,42 @@ def staged_residual_bytes(beta, schedule):
 def methods(beta, schedule, repeats=3):
     """The five rows of :data:`METHODS` at one (beta, schedule): a dict method -> row.
 
-    Each row: ``first_seconds``, ``steady_seconds`` (min of ``repeats`` after a warm-up),
-    ``temp_bytes``; the staged row also ``compiled_programs`` (per-shape step programs),
-    ``peak_temp_bytes`` (largest single program) and ``residual_bytes`` (see
-    :func:`staged_memory`).  Every method starts from empty caches.
+    Each row: ``first_seconds`` (every method from empty caches, one after another),
+    ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in which the methods take
+    turns, the minimum per method: a change of load on a shared machine then hits every
+    method alike) and ``temp_bytes``; the staged row also ``compiled_programs`` (per-shape
+    step programs), ``peak_temp_bytes`` (largest single program) and ``residual_bytes``
+    (see :func:`staged_memory`).
     """
     import jax
 
     beta, ks = check_beta(beta), tuple(staged._schedule(schedule))
     repeats = check_repeats(repeats)
     f = whole.lnz_fn(ks)
-    rows = {"forward_only": _one_program(f, beta, repeats),
-            "whole": _one_program(jax.value_and_grad(f), beta, repeats)}
-    staged.clear_cache()
-    t0 = time.perf_counter()
-    staged.value_and_grad_jax(beta, ks)
-    first = time.perf_counter() - t0
-    steady = time_call(lambda: staged.value_and_grad_jax(beta, ks), warmup=1, repeats=repeats).min
-    total, largest, _ = staged_memory()
-    rows["staged"] = _row(first, steady, total, peak_temp_bytes=largest,
-                          compiled_programs=len(staged.compiled_shapes()),
-                          residual_bytes=staged_residual_bytes(beta, ks))
-    rows["checkpoint"] = _one_program(jax.value_and_grad(lambda b: modes.lnz_checkpointed(b, ks)), beta, repeats)
-    rows["forward_mode"] = _one_program(lambda b: jax.jvp(f, (b,), (1.0,)), beta, repeats)
+    programs = {"forward_only": f, "whole": jax.value_and_grad(f),
+                "checkpoint": jax.value_and_grad(lambda b: modes.lnz_checkpointed(b, ks)),
+                "forward_mode": lambda b: jax.jvp(f, (b,), (1.0,))}
+    exes, first = {}, {}
+    for name in METHODS:
+        if name == "staged":
+            staged.clear_cache()
+            t0 = time.perf_counter()
+            staged.value_and_grad_jax(beta, ks)
+            first[name] = time.perf_counter() - t0
+        else:
+            exes[name], first[name] = _first(programs[name], beta)
+    calls = {name: (lambda: staged.value_and_grad_jax(beta, ks)) if name == "staged"
+             else (lambda e=exes[name]: e(beta)) for name in METHODS}
+    steady = _round_robin(calls, repeats)
+    rows = {}
+    for name in METHODS:
+        if name == "staged":
+            total, largest, _ = staged_memory()
+            rows[name] = _row(first[name], steady[name], total, peak_temp_bytes=largest,
+                              compiled_programs=len(staged.compiled_shapes()),
+                              residual_bytes=staged_residual_bytes(beta, ks))
+        else:
+            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes)
     return rows
 
 
