@@ -50,22 +50,27 @@ FD_STEP = 1e-5
 # --------------------------------------------------------------------------------------
 
 class Compiled:
-    """``jax.jit(fn)`` compiled ahead of time at its first call, for the shapes of that call
-    (``jit(fn).lower(*args).compile()``), then called as that executable: every later call
-    must pass the same shapes and pytree structure, as the per-(D, k) programs do.
-    ``executable`` (None before the first call) gives XLA's figures, e.g.
-    ``executable.memory_analysis().temp_size_in_bytes``."""
+    """``jax.jit(fn)`` compiled ahead of time for the shapes of each call
+    (``jit(fn).lower(*args).compile()``, once per distinct argument shapes), then called as
+    that executable.  ``executables`` maps the argument signature to it, which gives XLA's
+    figures, e.g. ``memory_analysis().temp_size_in_bytes``.  A per-(D, k) step program has
+    one signature; the trace term takes T_n of whatever shape the schedule ends with."""
 
     def __init__(self, fn):
         import jax
 
+        self.jax = jax
         self.jit = jax.jit(fn)
-        self.executable = None
+        self.executables = {}
 
     def __call__(self, *args):
-        if self.executable is None:
-            self.executable = self.jit.lower(*args).compile()
-        return self.executable(*args)
+        leaves, tree = self.jax.tree_util.tree_flatten(args)
+        key = (tree, tuple((self.jax.numpy.shape(x), str(getattr(x, "dtype", type(x).__name__)))
+                           for x in leaves))
+        exe = self.executables.get(key)
+        if exe is None:
+            exe = self.executables[key] = self.jit.lower(*args).compile()
+        return exe(*args)
 
 
 class _JaxPrograms:
