@@ -68,7 +68,9 @@ def scan_start(schedule):
     """Index of the first step of the repeated tail: from there to the end every step's input
     bond dimension D equals its kept k and all the k are equal (the scan's fixed shape).
     Step i's input has D = schedule[i - 1] (2 for step 0).  At chi = 16 ([2, 4, 4, 16, ...])
-    it is 4.  Returns len(schedule) - 1 at most (a one-step tail is still a scan)."""
+    it is 4; at chi = 2 ([2, 2, ...]) 0.  Returns len(schedule) when the last step does not
+    qualify (nothing is scanned); a one-step tail is still a scan.  Raises InputError for a
+    bad schedule."""
     ks = list(_schedule(schedule))
     dims = [2] + ks[:-1]
     start = len(ks) - 1
@@ -109,7 +111,9 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
     one TRG step (``jax.checkpoint``-ed when ``checkpoint``) that carries T and the running
     sum of w_i ln||T_i|| (w_i = 2**-i, the scan's input).  Same value as the unrolled
     graph up to the order of the floating-point sum.  ``beta``: scalar, float or traced
-    (1/J); ``schedule``: sequence of int.  Returns a scalar (dimensionless).
+    (1/J); ``schedule``: sequence of int.  Returns a scalar (dimensionless).  Raises
+    InputError for a bad schedule.  Source: ``jax.checkpoint`` and ``jax.lax.scan`` (JAX
+    documentation, "Gradient checkpointing"), applied to the Levin-Nave steps.
     """
     import jax
     import jax.numpy as jnp

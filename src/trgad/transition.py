@@ -7,12 +7,15 @@ of steps, with Onsager's infinite-lattice value beside each, and locates the pea
 together; a chi that cuts a multiplet of equal singular values at some beta is reported
 for that beta (its row has ``error``), never silently rounded.
 
-The default method is the staged exact second derivative
-(:func:`trgad.staged.value_grad_hess_jax`): its programs are compiled once per (D, k) and
-shared by every schedule and every beta, and per call it was the cheapest exact mode
-measured (chi = 16, 20 steps, 2 cores: first call 11.6 s, then 0.51 s, against whole-graph
-forward over reverse 25 s and 0.80 s and forward over forward 17 s and 0.57 s;
-:func:`trgad.bench.second_order_costs` measures them again).
+The default method is ``checkpoint`` (reverse over forward through the checkpointed
+``lax.scan``, :mod:`trgad.modes`): a scan of n betas costs one compilation plus n calls, and
+the checkpointed scan compiles the fewest distinct step programs.  Measured with
+:func:`trgad.bench.second_order_costs` (20 steps, beta = 0.3, first call from empty caches /
+steady call, the methods taking turns; 2 cores shared with other jobs, so only the order
+is meaningful): chi = 16 checkpoint 17 s / 1.23 s, forward 27 s / 0.71 s, staged 69 s /
+1.41 s, whole 208 s / 1.60 s; chi = 8 checkpoint 57 s / 0.15 s, staged 67 s / 0.11 s,
+forward 75 s / 0.15 s, whole 200 s / 0.09 s.  For 41 betas at both chis that is about
+130 s for checkpoint, 137 s for forward, 199 s for staged and 400 s for whole.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from .exact import BETA_C, onsager
 from .validate import InputError, check_beta, check_chi, check_int, check_steps
 
 #: The exact mode :func:`scan` uses unless told (see the module docstring).
-DEFAULT_METHOD = "staged"
+DEFAULT_METHOD = "checkpoint"
 
 
 def beta_grid(n=41, low=0.3, high=0.6, focus=BETA_C, power=2.0):
