@@ -11,8 +11,10 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   central difference of two staged gradients (``c_method="fd"``).
 * ``forward`` - forward mode only: u from one ``jax.jvp`` in beta, c from ``jax.jvp`` of
   that (forward over forward).  Taylor mode (``jax.experimental.jet``) does not work here
-  (:func:`taylor_mode_works`): jet does not apply a ``custom_jvp`` rule, and tracing the
-  rule's function under jet fails with an escaped tracer (JAX 0.10.2).
+  (:func:`taylor_mode_works`): jet ignores ``custom_jvp`` rules and propagates its series
+  through the primal function instead ("TODO(mattjj): don't just ignore custom jvp rules?"
+  in ``jax/experimental/jet.py``), i.e. through the raw SVD whose derivative the rules of
+  :mod:`trgad.svd` exist to replace; here that fails with an escaped tracer (JAX 0.10.2).
 * ``checkpoint`` - JAX's own staging: the steps whose shapes repeat (input bond dimension
   D = kept k = chi, from the fifth step on at chi = 16) run in one ``jax.lax.scan`` whose
   body is ``jax.checkpoint``-ed, so the repeated step is traced and compiled once and its
