@@ -26,6 +26,19 @@ def test_trg_json_keys_and_values(cli):
     assert out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[4][4], rel=1e-12)
 
 
+@pytest.mark.parametrize("method", ["whole", "staged", "forward", "checkpoint"])
+def test_trg_every_method_json_with_exact_specific_heat(cli, method):
+    from trgad import exact
+
+    r = cli("trg", "--steps", "3", "--method", method, "--specific-heat", "--json")
+    assert r.returncode == 0, r.stderr
+    out = strict_json(r.stdout)
+    ex = exact.torus_exact(0.3, 3)
+    assert out["method"] == method and out["c_method"] == "exact"
+    assert abs(out["u"] + ex["dlnz"]) < 1e-12
+    assert abs(out["c"] - 0.09 * ex["d2lnz"]) < 1e-12
+
+
 def test_trg_human_summary(cli):
     r = cli("trg", "--steps", "2")
     assert r.returncode == 0 and "lnZ/N=" in r.stdout and "u=" in r.stdout
@@ -71,7 +84,8 @@ def test_trg_beta_at_the_ends_of_the_range(cli, beta):
     (["--method", "magic"], "method='magic'"),
     (["--timeout", "0"], "timeout='0'"),
     (["--timeout", "1e9"], "timeout must be a finite number in (0, 86400]"),
-    (["--specific-heat"], "--specific-heat needs --method staged"),
+    (["--c-method", "fd"], "--c-method fd needs --method staged"),
+    (["--method", "backward"], "method='backward'"),
     (["--no-such-flag"], "--no-such-flag"),
 ])
 def test_trg_bad_input_is_one_line(cli, args, needle):
@@ -120,9 +134,12 @@ def test_no_command_and_unknown_command(cli):
 # In-process checks of the exit statuses that good input cannot reach any more.
 
 def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
-    from trgad import whole
+    from trgad import modes
 
-    monkeypatch.setattr(whole, "value_and_grad", lambda beta, schedule: (0.5, math.nan))
+    def nan_u(beta, schedule, method, order=1):
+        return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "compile_seconds": 0.0}
+
+    monkeypatch.setattr(modes, "value_and_derivatives", nan_u)
     assert trgad_cli.main(["trg", "--steps", "2", "--beta", "0.25", "--json"]) == 4
     captured = capsys.readouterr()
     assert captured.out == ""

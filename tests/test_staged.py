@@ -114,10 +114,35 @@ def test_bad_input():
 
 
 def test_run_with_specific_heat_names_its_step():
-    out = staged.run(BETA, [2, 4, 4], with_specific_heat=True)
+    out = staged.run(BETA, [2, 4, 4], with_specific_heat=True, c_method="fd")
     assert out["fd_step"] == staged.FD_STEP          # the source document's h at beta = 0.3
+    assert out["c_method"] == "fd"
     assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"], rel=1e-6)
     assert staged.run(BETA, [2])["c"] is None
+
+
+def test_run_exact_specific_heat_is_the_default():
+    out = staged.run(BETA, [2, 4, 4], with_specific_heat=True)
+    assert out["c_method"] == "exact" and "fd_step" not in out
+    assert abs(out["c"] - BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]) < 1e-12
+    assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
+    with pytest.raises(trgad.InputError, match="c_method='exact' needs engine='jax'"):
+        staged.run(BETA, [2], engine="keyed", with_specific_heat=True)
+
+
+@pytest.mark.parametrize("steps", [1, 3, 4])
+def test_staged_second_derivative_matches_exact_torus(steps):
+    ex = trgad.torus_exact(BETA, steps)
+    lnz, dlnz, d2 = staged.value_grad_hess_jax(BETA, trg.truncation_schedule(16, steps, BETA))
+    assert abs(lnz - ex["lnz_per_site"]) < 1e-12 and abs(dlnz - ex["dlnz"]) < 1e-12
+    assert d2 == pytest.approx(ex["d2lnz"], rel=1e-12)
+
+
+def test_second_order_programs_per_shape():
+    staged.clear_cache()
+    staged.value_grad_hess_jax(BETA, [2, 4, 4, 16, 16, 16])
+    assert staged.compiled_second_order_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
+    assert staged.compiled_shapes() == []
 
 
 @pytest.mark.parametrize("beta", [1e-6, 1e12])
@@ -127,10 +152,10 @@ def test_fd_step_keeps_both_points_positive_and_distinct(beta):
 
 
 def test_cli_staged_specific_heat_json(cli):
-    r = cli("trg", "--method", "staged", "--steps", "4", "--specific-heat", "--json")
+    r = cli("trg", "--method", "staged", "--steps", "4", "--specific-heat", "--c-method", "fd", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["method"] == "staged"
+    assert out["method"] == "staged" and out["c_method"] == "fd"
     assert out["u"] == pytest.approx(-trgad.torus_exact(BETA, 4)["dlnz"], abs=1e-12)
     assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 4)["d2lnz"], rel=1e-6)
 
@@ -149,6 +174,10 @@ def test_cli_staged_engine_json(cli):
     (["--method", "magic"], "method='magic'"),
     (["--method", ""], "method=''"),
     (["--method", "staged", "--keys", "nope"], "keys='nope'"),
+    (["--method", "whole", "--c-method", "fd"], "--c-method fd needs --method staged"),
+    (["--method", "staged", "--c-method", "taylor"], "c-method='taylor'"),
+    (["--method", "forward", "--engine", "keyed"], "method='forward' needs --engine jax"),
+    (["--method", "staged", "--engine", "keyed", "--specific-heat"], "--c-method fd"),
 ])
 def test_cli_bad_method_is_one_line_exit_2(cli, args, needle):
     cli.assert_error(cli("trg", "--steps", "2", *args), 2, needle)

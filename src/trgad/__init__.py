@@ -10,7 +10,11 @@ The rooms, one concept per module:
   :mod:`~trgad.trg` (Levin-Nave TRG, written once for JAX, NumPy and the keyed engine),
   :mod:`~trgad.svd` (truncated SVD and balanced split with rules exact on degenerate spectra),
   :mod:`~trgad.whole` (one derivative of the whole graph), :mod:`~trgad.staged` (one VJP
-  per step), :mod:`~trgad.exact` (exact small tori and Onsager: the oracles).
+  per step, and the exact staged second derivative; :mod:`~trgad.staged_keyed` on the keyed
+  engine), :mod:`~trgad.modes` (every mode of differentiation behind one entry point:
+  whole, staged, forward, checkpoint), :mod:`~trgad.params` (gradients in many parameters,
+  reverse against forward mode), :mod:`~trgad.transition` (c(beta) across the
+  transition), :mod:`~trgad.exact` (exact small tori and Onsager: the oracles).
 * **Engine side** - a graph engine whose transform fails like tenferro-rs 0.8.0's.
   :mod:`~trgad.keys` (value keys, their walks and the visit counter),
   :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's

@@ -61,6 +61,26 @@ CONV_CHI_MAX = (16, 16) if PREVIEW else (24, 32)
 #: how many correlation lengths wide each torus is).
 CONV_STEPS = (10, 12) if PREVIEW else (12, 16)
 
+# ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
+#: TRG steps at which the methods are compared side by side (bench.methods, modes).
+MODES_STEPS = 8 if PREVIEW else 20
+#: Steps of the growth measurement (bench.growth): time, first call and memory per method.
+GROWTH_STEPS = (4, 8) if PREVIEW else (10, 20, 40)
+#: A method's growth sweep stops after the first call that took longer than this (seconds).
+GROWTH_CAP_SECONDS = 10.0 if PREVIEW else 60.0
+#: TRG steps of the many-parameter gradients (params.compare).
+PARAMS_STEPS = 6 if PREVIEW else 20
+#: Number of betas in the c(beta) scan across the transition (transition.beta_grid).
+C_SCAN_POINTS = 9 if PREVIEW else 41
+#: Bond dimensions of the c(beta) scan.
+C_SCAN_CHIS = (4, 8) if PREVIEW else (8, 16)
+#: TRG steps of the c(beta) scan (2**steps sites).
+C_SCAN_STEPS = 10 if PREVIEW else 20
+#: Extra betas between the neighbours of the coarse peak (transition.refine).
+C_REFINE_POINTS = 2 if PREVIEW else 4
+#: Betas near beta_c computed at chi = 32 (1024 x 1024 SVDs; empty: skipped).
+C_CHI32_BETAS = () if PREVIEW else ()
+
 
 def describe():
     """One line naming the caps in force (pages print it)."""

@@ -21,13 +21,15 @@ import numpy as np
 
 from . import probe as _probe
 from .keys import STRATEGIES
+from .modes import C_METHODS, METHODS
 from .timing import run_with_timeout
 from .userstep import parse_x0
 from .validate import (BUDGET_MAX, InputError, check_beta, check_chain, check_chi,
                        check_choice, check_engine, check_finite, check_positive, check_repeats,
                        check_steps, check_timeout)
 
-METHODS = ("whole", "staged")
+#: trg --method: whole, staged, forward, checkpoint (:mod:`trgad.modes`).
+METHODS = METHODS
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
 
@@ -55,8 +57,11 @@ def _parser():
     t.add_argument("--engine", default="jax", help="jax | keyed (default jax)")
     t.add_argument("--keys", default="structural", help=keys_help)
     t.add_argument("--timeout", default=str(TIMEOUT), help="keyed engine, whole graph: " + timeout_help)
-    t.add_argument("--method", default="whole", help="whole | staged (default whole)")
-    t.add_argument("--specific-heat", action="store_true", help="also compute c (staged method)")
+    t.add_argument("--method", default="whole", help=f"{' | '.join(METHODS)} (default whole)")
+    t.add_argument("--specific-heat", action="store_true", help="also compute c by an exact second derivative")
+    t.add_argument("--c-method", default="exact",
+                   help="exact | fd: c by an exact second derivative or, staged only, by a "
+                        "central difference of two gradients (default exact)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
 
     c = sub.add_parser("chain", help="the mul chain y <- y**K / K, differentiated at x0")
@@ -79,7 +84,7 @@ def _parser():
     q.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
     q.add_argument("--json", action="store_true", help="print one JSON object")
 
-    b = sub.add_parser("bench", help="forward vs whole-graph vs staged timings, one run")
+    b = sub.add_parser("bench", help="every mode of differentiation timed, one run")
     b.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
     b.add_argument("--steps", default="20", help="TRG steps in [1, 64] (default 20)")
     b.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
@@ -137,9 +142,15 @@ def _cmd_trg(a):
     engine = check_engine(a.engine)
     keys = check_choice("keys", a.keys, STRATEGIES)
     method = check_choice("method", a.method, METHODS)
+    c_method = check_choice("c-method", a.c_method, C_METHODS)
     timeout = check_timeout(a.timeout)
-    if a.specific_heat and method != "staged":
-        raise InputError("--specific-heat needs --method staged")
+    if engine == "keyed" and method not in ("whole", "staged"):
+        raise InputError(f"method={a.method!r} needs --engine jax (the keyed engine runs whole and staged)")
+    if c_method == "fd" and method != "staged":
+        raise InputError(f"--c-method fd needs --method staged (method {method} gives c exactly)")
+    if a.specific_heat and engine == "keyed" and (method != "staged" or c_method != "fd"):
+        raise InputError("--specific-heat on the keyed engine needs --method staged --c-method fd "
+                         "(the engine has first derivatives only)")
     from . import trg
 
     inputs = f"trg beta={a.beta} chi={chi} steps={steps}"
@@ -147,16 +158,16 @@ def _cmd_trg(a):
     out = {"beta": beta, "chi": chi, "steps": steps, "schedule": schedule,
            "method": method, "engine": engine}
     t0 = time.perf_counter()
-    if engine == "jax" and method == "whole":
-        from . import whole
-
-        lnz, dlnz = whole.value_and_grad(beta, schedule)
-        out.update(lnz_per_site=lnz, u=-dlnz, c=None)
-    elif method == "staged":
+    if method == "staged":
         from . import staged
 
         out.update(staged.run(beta, schedule, engine=engine, keys=keys,
-                              with_specific_heat=a.specific_heat))
+                              with_specific_heat=a.specific_heat, c_method=c_method))
+    elif engine == "jax":
+        from . import modes
+
+        r = modes.value_and_derivatives(beta, schedule, method, order=2 if a.specific_heat else 1)
+        out.update({k: r[k] for k in ("lnz_per_site", "u", "c", "c_method", "compile_seconds")})
     else:
         if keys == "structural" and steps >= 4:
             print(f"trgad: note: steps={steps} with structural keys is the exponential case this "

@@ -25,6 +25,11 @@ kept values k); the forward program returns the step's VJP closure (a pytree of 
 of recomputing the step.  For chi = 16 the schedule [2, 4, 4, 16, 16, ...] has five distinct
 (D, k) pairs, so 20 (or 100) steps compile five step programs.
 
+Second derivative (:func:`value_grad_hess_jax`): the same staging for the pair (T_i,
+dT_i/d beta): one JVP program per (D, k) forward, one VJP of it backward, so the specific
+heat is exact (:func:`specific_heat_exact`); the central difference of two staged
+gradients (:func:`specific_heat`, the source document's way) stays available.
+
 Keyed engine: the same staging on :mod:`trgad.engine`, with structural keys still on.
 """
 from __future__ import annotations
@@ -34,7 +39,7 @@ import time
 
 from . import ising, trg
 from .keys import STRATEGIES
-from .validate import BETA_MAX, InputError, check_beta, check_choice, check_engine, check_repeats
+from .validate import BETA_MAX, InputError, check_beta, check_choice, check_engine
 
 #: Step of the central difference for the specific heat, as in the source document (h = 1e-5).
 FD_STEP = 1e-5
@@ -43,6 +48,30 @@ FD_STEP = 1e-5
 # --------------------------------------------------------------------------------------
 # JAX
 # --------------------------------------------------------------------------------------
+
+class Compiled:
+    """``jax.jit(fn)`` compiled ahead of time for the shapes of each call
+    (``jit(fn).lower(*args).compile()``, once per distinct argument shapes), then called as
+    that executable.  ``executables`` maps the argument signature to it, which gives XLA's
+    figures, e.g. ``memory_analysis().temp_size_in_bytes``.  A per-(D, k) step program has
+    one signature; the trace term takes T_n of whatever shape the schedule ends with."""
+
+    def __init__(self, fn):
+        import jax
+
+        self.jax = jax
+        self.jit = jax.jit(fn)
+        self.executables = {}
+
+    def __call__(self, *args):
+        leaves, tree = self.jax.tree_util.tree_flatten(args)
+        key = (tree, tuple((self.jax.numpy.shape(x), str(getattr(x, "dtype", type(x).__name__)))
+                           for x in leaves))
+        exe = self.executables.get(key)
+        if exe is None:
+            exe = self.executables[key] = self.jit.lower(*args).compile()
+        return exe(*args)
+
 
 class _JaxPrograms:
     """Compiled per-shape programs, cached across calls (keyed on (D, k)).
@@ -67,7 +96,7 @@ class _JaxPrograms:
             "tail", lambda t, w: w * ops.log(trg.torus_trace(t, ops)))
 
     def _pair(self, key, fn):
-        """Jitted (forward returning residual leaves, backward rebuilding the closure)."""
+        """Compiled (forward returning residual leaves, backward rebuilding the closure)."""
         jax = self.jax
 
         def fwd(x, *args):
@@ -79,7 +108,7 @@ class _JaxPrograms:
             pullback = jax.tree_util.tree_unflatten(self.treedefs[key], leaves)
             return pullback(ct)[0]
 
-        return jax.jit(fwd), jax.jit(bwd)
+        return Compiled(fwd), Compiled(bwd)
 
     def step(self, D, k):
         """(forward, backward) programs of one TRG step from bond dimension D keeping k."""
@@ -89,6 +118,35 @@ class _JaxPrograms:
             self.forward[key], self.backward[key] = self._pair(
                 key, lambda t: trg.trg_step(t, k, ops))
         return self.forward[key], self.backward[key]
+
+    def step2(self, D, k):
+        """(forward, backward) programs of one step's JVP, (T, dT) -> (T', ln, dT', dln):
+        the second-order pass (:func:`value_grad_hess_jax`) takes one VJP of each."""
+        key = ("jvp", D, k)
+        if key not in self.forward:
+            ops = trg.jax_ops()
+            jax = self.jax
+
+            def jvp_step(pair):
+                (t2, ln), (dt2, dln) = jax.jvp(lambda t: trg.trg_step(t, k, ops), (pair[0],), (pair[1],))
+                return t2, ln, dt2, dln
+
+            self.forward[key], self.backward[key] = self._pair(key, jvp_step)
+        return self.forward[key], self.backward[key]
+
+    def ends2(self):
+        """The initial tensor's and the trace term's JVP programs for the second-order pass:
+        beta -> (T_0, dT_0/dbeta) and (T_n, dT_n, w) -> (w ln tr T_n, its tangent)."""
+        if not hasattr(self, "init2"):
+            jax, ops = self.jax, trg.jax_ops()
+            init = lambda b: jax.jvp(lambda x: ising.initial_tensor(x, ops), (b,), (1.0,))  # noqa: E731
+
+            def tail(pair, w):
+                return jax.jvp(lambda t: w * ops.log(trg.torus_trace(t, ops)), (pair[0],), (pair[1],))
+
+            self.init2 = self._pair("init2", init)
+            self.tail2 = self._pair("tail2", tail)
+        return self.init2, self.tail2
 
 
 _PROGRAMS = None
@@ -108,8 +166,21 @@ def clear_cache():
 
 
 def compiled_shapes():
-    """The (D, k) pairs for which a JAX step program exists, in the order they were built."""
-    return list(_PROGRAMS.forward) if _PROGRAMS is not None else []
+    """The (D, k) pairs for which a JAX step program exists, in the order they were built
+    (the first-order programs; the second-order ones are :func:`compiled_second_order_shapes`)."""
+    return [key for key in _PROGRAMS.forward if key[0] != "jvp"] if _PROGRAMS is not None else []
+
+
+def compiled_second_order_shapes():
+    """The (D, k) pairs for which a second-order (JVP-of-step) program exists, in order."""
+    return [key[1:] for key in _PROGRAMS.forward if key[0] == "jvp"] if _PROGRAMS is not None else []
+
+
+def programs():
+    """The compiled per-shape programs (a ``_JaxPrograms``; built on first use), e.g. for
+    :func:`trgad.bench.run`'s memory figures: its dicts ``forward`` and ``backward`` map
+    (D, k), and ("jvp", D, k) for the second-order pass, to ``jax.jit`` functions."""
+    return _programs()
 
 
 def _schedule(schedule):
@@ -170,101 +241,58 @@ def value_and_grad_jax(beta, schedule):
     return lnz + ising.log_weight_per_site(beta), float(dlnz) + 2.0
 
 
-# --------------------------------------------------------------------------------------
-# Keyed engine
-# --------------------------------------------------------------------------------------
+def value_grad_hess_jax(beta, schedule):
+    """lnZ/N and its first two beta-derivatives, exactly, by staged per-step programs.
 
-def value_and_grad_engine(beta, schedule, keys="structural"):
-    """lnZ/N and d(lnZ/N)/d beta by staged VJPs on the keyed graph engine.
+    Reverse over forward, one step at a time: the forward pass carries (T_i, dT_i/dbeta)
+    through each step's JVP program (so d(lnZ/N)/d beta = 2 + sum_i w_i dln||T_i|| +
+    w_n d ln tr T_n comes out of it, w_i = 2**-i), and the backward pass takes one VJP of
+    each step's JVP, last to first, with the output cotangents (Tbar', 0, dTbar', w_i): the
+    cotangent of dT_i is the first-order Tbar_i, that of T_i its derivative in beta.  A VJP
+    through the initial tensor's JVP then gives d^2(lnZ/N)/d beta^2 (2 beta, added back,
+    has none).  As in :func:`value_and_grad_jax` each program is compiled once per (D, k)
+    and the backward program reuses its forward's residuals; the second-order programs are
+    separate from the first-order ones (:func:`compiled_second_order_shapes`).
 
-    Same staging as :func:`value_and_grad_jax`: each step is built on a fresh
-    ``engine.leaf`` holding the previous tensor, and ``engine.vjp`` sees one step at a time,
-    so its cost stays flat per step even with structural keys.
+    Parameters: beta > 0 (1/J); schedule, sequence of int (see :func:`value_and_grad_jax`).
 
-    Parameters
-    ----------
-    beta : float > 0; schedule : sequence of int (see :func:`value_and_grad_jax`);
-    keys : one of :data:`trgad.keys.STRATEGIES` ("structural", "interned", "memo"), the
-        engine's value-key design.
+    Returns (lnz, dlnz, d2lnz), Python floats: u = -dlnz (J), c = beta**2 d2lnz (k_B).
 
-    Returns
-    -------
-    dict with ``lnz_per_site``, ``dlnz`` (floats), ``transform_seconds`` (sum over all VJP
-    transforms), ``run_seconds`` (sum of executing the derivative programs),
-    ``forward_seconds``, ``key_visits`` and ``derivative_ops`` (sums over the VJPs), and
-    ``per_step`` (list of dicts with the same figures for each step's VJP, last step first,
-    plus ``forward_seconds``: that step's share of the forward pass; 0 for the trace and the
-    initial tensor).
-
-    Raises
-    ------
-    InputError for bad beta, schedule or keys.
+    Raises InputError for beta <= 0 or a bad schedule.  Source: the staged fix, one
+    transform per step, with the chain rule for (T, dT) pairs instead of T (forward mode
+    over the steps, reverse mode over the pairs: e.g. Griewank and Walther, *Evaluating
+    Derivatives*, 2nd ed., ch. 5, second-order adjoints).
     """
-    import numpy as np
-
-    from . import engine as keyed
-    from .whole import KeyedOps
-
     beta, ks = check_beta(beta), _schedule(schedule)
-    keys = check_choice("keys", keys, STRATEGIES)
-    ops = KeyedOps(keys)
-    n = len(ks)
-
-    t0 = time.perf_counter()
-    beta_leaf = keyed.leaf(beta, keys=keys)
-    T0 = ising.initial_tensor(beta_leaf, ops)
-    stages = []          # (leaf, T_next, ln) per step
-    current = _concrete(T0)
-    ln_values, step_forward = [], []
+    P = _programs()
+    jnp = P.jax.numpy
+    f64 = jnp.float64
+    (init_fwd, init_bwd), (tail_fwd, tail_bwd) = P.ends2()
+    pair, res0 = init_fwd(jnp.asarray(beta, dtype=f64))
+    stages, ln_norms, d_ln_norms = [], [], []
     for k in ks:
-        t_step = time.perf_counter()
-        leaf = keyed.leaf(current, keys=keys)
-        T_next, ln = trg.trg_step(leaf, int(k), ops)
-        stages.append((leaf, T_next, ln))
-        current = _concrete(T_next)
-        ln_values.append(float(_concrete(ln)))
-        step_forward.append(time.perf_counter() - t_step)
-    last_leaf = keyed.leaf(current, keys=keys)
-    tail = ops.log(trg.torus_trace(last_leaf, ops))
-    tail_value = float(_concrete(tail))
-    forward_seconds = time.perf_counter() - t0
-    lnz = tail_value / 2**n + sum(ln / 2**i for i, ln in enumerate(ln_values))
-    lnz += ising.log_weight_per_site(beta)    # e^{2 beta} per site, out of T (trgad.ising)
-
-    totals = {"transform_seconds": 0.0, "run_seconds": 0.0, "key_visits": 0, "derivative_ops": 0}
-    per_step = []
-
-    def pull(outputs, wrt, cotangents, label, forward=0.0):
-        d = keyed.vjp(outputs, wrt, cotangents)
-        t1 = time.perf_counter()
-        grad = d.run()
-        run = time.perf_counter() - t1
-        d.free()
-        row = {"stage": label, "transform_seconds": float(d.transform_seconds), "run_seconds": run,
-               "key_visits": int(d.key_visits), "derivative_ops": int(d.derivative_ops),
-               "forward_seconds": forward}
-        per_step.append(row)
-        for name in totals:
-            totals[name] += row[name]
-        return grad
-
-    ct = pull([tail], last_leaf, [1.0 / 2**n], "trace")
+        fwd, bwd = P.step2(int(pair[0].shape[0]), k)
+        (T, ln, dT, dln), res = fwd(pair)
+        pair = (T, dT)
+        stages.append((bwd, res))
+        ln_norms.append(ln)
+        d_ln_norms.append(dln)
+    n = len(ks)
+    (tail, d_tail), res_n = tail_fwd(pair, jnp.asarray(1.0 / 2**n, dtype=f64))
+    zero, one = jnp.zeros((), dtype=f64), jnp.ones((), dtype=f64)
+    # dL = sum_i w_i dln_i + d_tail is what the backward pass differentiates in beta
+    ct = tail_bwd(res_n, (zero, one))
     for i in range(n - 1, -1, -1):
-        leaf, T_next, ln = stages[i]
-        # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
-        ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_forward[i])
-    dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
-    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + 2.0, "forward_seconds": forward_seconds,
-           "per_step": per_step}
-    out.update(totals)
-    return out
+        bwd, res = stages[i]
+        ct = bwd(res, (ct[0], zero, ct[1], jnp.asarray(1.0 / 2**i, dtype=f64)))
+    d2lnz = init_bwd(res0, ct)
+    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
+    dlnz = float(d_tail) + sum(float(d) / 2**i for i, d in enumerate(d_ln_norms))
+    return lnz + ising.log_weight_per_site(beta), dlnz + 2.0, float(d2lnz)
 
 
-def _concrete(value):
-    """The NumPy array held by an engine value (``Value.data``)."""
-    import numpy as np
-
-    return np.asarray(getattr(value, "data", value))
+# The keyed engine's staging lives in trgad.staged_keyed; its entry point is also here.
+from .staged_keyed import value_and_grad_engine  # noqa: E402  (needs _schedule above)
 
 
 # --------------------------------------------------------------------------------------
@@ -328,21 +356,50 @@ def specific_heat_autodiff(beta, schedule):
     return beta**2 * float(_whole_second(ks)(float(beta)))
 
 
-def run(beta, schedule, engine="jax", keys="structural", with_specific_heat=False):
+def specific_heat_exact(beta, schedule):
+    """c = beta**2 d^2(lnZ/N)/d beta^2 from :func:`value_grad_hess_jax` (exact up to rounding),
+    k_B per site; 0 when the second derivative is exactly 0 (deep in the ordered phase, where
+    beta**2 would overflow).  Raises InputError for a bad beta or schedule."""
+    beta = check_beta(beta)
+    d2 = value_grad_hess_jax(beta, schedule)[2]
+    return 0.0 if d2 == 0 else beta * d2 * beta
+
+
+#: How :func:`run` gets c: exact staged second derivative, or central difference.
+C_METHODS = ("exact", "fd")
+
+
+def run(beta, schedule, engine="jax", keys="structural", with_specific_heat=False, c_method="exact"):
     """The staged method for the command line: ``python -m trgad trg --method staged``.
 
     Returns a JSON-ready dict: ``lnz_per_site``, ``u`` (= -d lnZ/N / d beta, units of J),
-    ``c`` (specific heat per site by :func:`specific_heat` if ``with_specific_heat``, else
-    None) and ``fd_step`` (the step h it used),
-    ``value_and_grad_seconds`` (this call's staged value and gradient, first call included),
-    ``keys`` (engine only) and, for the keyed engine, ``transform_seconds``, ``key_visits``,
-    ``derivative_ops``, ``run_seconds`` summed over all per-step VJPs.
+    ``c`` (specific heat per site if ``with_specific_heat``, else None), ``c_method``
+    ("exact": :func:`value_grad_hess_jax`, whose one pass then gives lnZ/N and u too;
+    "fd": :func:`specific_heat`, with ``fd_step``, the step h it used, and ``c_seconds``,
+    the time the two extra gradients took; None without c), ``value_and_grad_seconds``
+    (this call's staged pass, first call included), ``compiled_step_programs`` (JAX:
+    per-shape programs of the pass that ran), ``keys`` (engine only) and, for the keyed engine,
+    ``transform_seconds``, ``key_visits``, ``derivative_ops``, ``run_seconds`` summed over
+    all per-step VJPs.
+
+    Raises InputError for a bad input, and for ``c_method="exact"`` with the keyed engine
+    (which has first derivatives only).
     """
     engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
+    c_method = check_choice("c_method", c_method, C_METHODS)
+    if with_specific_heat and c_method == "exact" and engine != "jax":
+        raise InputError("c_method='exact' needs engine='jax' (the keyed engine has first "
+                         "derivatives only): use c_method='fd' (--c-method fd)")
     t0 = time.perf_counter()
     out = {}
-    if engine == "jax":
+    exact_jax = with_specific_heat and c_method == "exact" and engine == "jax"
+    if exact_jax:          # one second-order pass gives lnZ/N and u too
+        lnz, dlnz, d2 = value_grad_hess_jax(beta, schedule)
+        beta = check_beta(beta)
+        out.update(compiled_step_programs=len(compiled_second_order_shapes()), c_method="exact",
+                   c=0.0 if d2 == 0 else beta * d2 * beta)
+    elif engine == "jax":
         lnz, dlnz = value_and_grad_jax(beta, schedule)
         out["compiled_step_programs"] = len(compiled_shapes())
     else:
@@ -352,11 +409,16 @@ def run(beta, schedule, engine="jax", keys="structural", with_specific_heat=Fals
                    derivative_ops=r["derivative_ops"], run_seconds=r["run_seconds"],
                    forward_seconds=r["forward_seconds"])
     out["value_and_grad_seconds"] = time.perf_counter() - t0
-    out.update(lnz_per_site=lnz, u=-dlnz, c=None)
-    if with_specific_heat:
+    out.update(lnz_per_site=lnz, u=-dlnz)
+    out.setdefault("c", None)
+    out.setdefault("c_method", None)
+    if with_specific_heat and not exact_jax:
         beta = check_beta(beta)
-        out["fd_step"] = fd_step(beta)
-        out["c"] = specific_heat(beta, schedule, engine=engine, keys=keys, h=out["fd_step"])
+        t1 = time.perf_counter()
+        if c_method == "fd":
+            out["fd_step"] = fd_step(beta)
+            out["c"] = specific_heat(beta, schedule, engine=engine, keys=keys, h=out["fd_step"])
+        out.update(c_method=c_method, c_seconds=time.perf_counter() - t1)
     return out
 
 
@@ -369,58 +431,3 @@ def full_size_steps(schedule):
     ks = _schedule(schedule)
     dims = [2] + list(ks[:-1])
     return [i for i, d in enumerate(dims) if d == max(dims)]
-
-
-def bench(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
-    """Staged timings for :func:`trgad.bench.run` (seconds, wall clock, one process).
-
-    * ``staged_first``: first staged JAX value-and-gradient with an empty program cache
-      (compilation of every per-shape program included);
-    * ``staged``: steady state, min of ``repeats`` after one warm-up;
-    * ``staged_compiled_programs``: number of per-shape step programs compiled;
-    * ``engine_staged_<n>``: staged value-and-gradient on the keyed engine (structural keys),
-      for n in ``engine_steps`` (the first n entries of ``schedule``, or a schedule of n
-      steps at the same chi), and ``engine_staged_ratio`` = time at the last n over the first;
-      ``engine_transform_<n>`` / ``engine_key_visits_<n>`` and their ratios (the transform
-      alone); ``engine_full_size_steps_<n>`` (steps whose input has the schedule's largest
-      bond dimension; the earlier ones are tiny), ``engine_linear_ratio`` (their ratio: what
-      a cost linear in the steps predicts for ``engine_staged_ratio``),
-      ``engine_step_cost_<n>`` (mean forward + transform + run time of a full-size step) and
-      ``engine_step_cost_ratio`` (about 1 when the cost is linear).  Engine times are the
-      minimum of ``repeats`` after one warm-up.
-
-    The ratios to the whole graph and forward pass are formed by :func:`trgad.bench.run`.
-    """
-    from .timing import time_call
-
-    beta, ks = check_beta(beta), _schedule(schedule)
-    repeats = check_repeats(repeats)
-    out = {}
-    clear_cache()
-    t0 = time.perf_counter()
-    value_and_grad_jax(beta, ks)
-    out["staged_first"] = time.perf_counter() - t0
-    out["staged"] = time_call(lambda: value_and_grad_jax(beta, ks), warmup=1, repeats=repeats).min
-    out["staged_compiled_programs"] = len(compiled_shapes())
-    chi = chi or max(ks)
-    for n in engine_steps:
-        sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        t = time_call(lambda: value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
-        out[f"engine_staged_{n}"] = t.min
-        out[f"engine_transform_{n}"] = t.value["transform_seconds"]
-        out[f"engine_key_visits_{n}"] = t.value["key_visits"]
-        full = full_size_steps(sched)
-        rows = {r["stage"]: r for r in t.value["per_step"]}
-        costs = [sum(rows[f"step {i}"][x] for x in ("forward_seconds", "transform_seconds", "run_seconds"))
-                 for i in full]
-        out[f"engine_full_size_steps_{n}"] = len(full)
-        out[f"engine_step_cost_{n}"] = sum(costs) / len(costs)
-    if len(engine_steps) >= 2:
-        a, b = engine_steps[0], engine_steps[-1]
-        out["engine_staged_ratio"] = out[f"engine_staged_{b}"] / out[f"engine_staged_{a}"]
-        out["engine_transform_ratio"] = out[f"engine_transform_{b}"] / out[f"engine_transform_{a}"]
-        out["engine_key_visits_ratio"] = out[f"engine_key_visits_{b}"] / out[f"engine_key_visits_{a}"]
-        out["engine_linear_ratio"] = out[f"engine_full_size_steps_{b}"] / out[f"engine_full_size_steps_{a}"]
-        out["engine_step_cost_ratio"] = out[f"engine_step_cost_{b}"] / out[f"engine_step_cost_{a}"]
-        out["engine_staged_steps"] = [a, b]
-    return out

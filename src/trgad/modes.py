@@ -1,0 +1,296 @@
+"""Every mode of differentiation of the TRG's lnZ/N in beta, side by side, one entry point.
+
+:func:`value_and_derivatives` gives lnZ/N, u = -d(lnZ/N)/d beta and (``order=2``) the
+specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
+
+* ``whole`` - one ``jax.jit(jax.value_and_grad)`` of the whole graph; c by forward over
+  reverse (``jax.jvp`` of ``value_and_grad``) of the whole graph (:data:`SECOND_FORM`
+  says which second-order form each method uses, and why).
+* ``staged`` - one transform per TRG step, programs compiled per (D, k)
+  (:mod:`trgad.staged`); c exactly by :func:`trgad.staged.value_grad_hess_jax`, or by the
+  central difference of two staged gradients (``c_method="fd"``).
+* ``forward`` - forward mode only: u from one ``jax.jvp`` in beta, c from ``jax.jvp`` of
+  that (forward over forward).  Taylor mode (``jax.experimental.jet``) does not work here
+  (:func:`taylor_mode_works`): jet ignores ``custom_jvp`` rules and propagates its series
+  through the primal function instead ("TODO(mattjj): don't just ignore custom jvp rules?"
+  in ``jax/experimental/jet.py``), i.e. through the raw SVD whose derivative the rules of
+  :mod:`trgad.svd` exist to replace; here that fails with an escaped tracer (JAX 0.10.2).
+* ``checkpoint`` - JAX's own staging: the steps whose shapes repeat (input bond dimension
+  D = kept k = chi, from the fifth step on at chi = 16) run in one ``jax.lax.scan`` whose
+  body is ``jax.checkpoint``-ed, so the repeated step is traced and compiled once and its
+  backward pass recomputes the step instead of storing its intermediates; the first,
+  smaller steps are unrolled (:func:`lnz_checkpointed`).  c by reverse over forward
+  (the step's ``jax.jvp`` inside the scan, then one reverse pass).
+
+Every method compiles one program per (method, order, schedule) and caches it
+(:func:`clear_caches` forgets them).  All are exact up to rounding; they differ in compile
+time, run time and memory (:mod:`trgad.bench`).  The book's chapter on the modes explains
+the trade-offs; this module only computes.
+"""
+from __future__ import annotations
+
+import time
+
+from . import ising, staged, trg
+from .validate import InputError, check_beta, check_choice
+
+#: The methods of :func:`value_and_derivatives`.
+METHODS = ("whole", "staged", "forward", "checkpoint")
+#: How ``staged`` gets c: ``exact`` (second-order staged pass) or ``fd`` (central difference).
+C_METHODS = ("exact", "fd")
+#: Forms of a second derivative (the outer transform first): ``jax.jvp`` of ``jax.jvp``,
+#: ``jax.jvp`` of ``jax.value_and_grad``, ``jax.value_and_grad`` of ``jax.jvp``.
+SECOND_FORMS = ("forward-over-forward", "forward-over-reverse", "reverse-over-forward")
+#: The form each method uses for c.  ``checkpoint``: reverse over forward (a ``jax.jvp``
+#: inside every scanned, checkpointed step, then one reverse pass), the only reverse-mode
+#: form that is right there: forward over reverse through the checkpointed scan gave c off
+#: by 5e-3 relative at 6 steps (chi = 16; the remat of the step's tangent), and reverse
+#: over reverse through any ``lax.scan`` of the step gave NaN (JAX 0.10.2).  ``whole``:
+#: see the measurement below.
+SECOND_FORM = {"whole": "forward-over-reverse", "forward": "forward-over-forward",
+               "checkpoint": "reverse-over-forward"}
+#: What chose ``whole``'s form (chi = 16, 20 steps, compile / steady run / XLA temporary
+#: memory, 2 cores shared with other jobs): forward over reverse 25 s / 0.80 s / 201 MiB,
+#: reverse over reverse 30 s / 0.53 s / 240 MiB, reverse over forward 193 s / 2.0 s /
+#: 251 MiB.  A first call is mostly compilation, so the form that compiles fastest wins.
+
+
+def _schedule(schedule):
+    return tuple(staged._schedule(schedule))      # the same checks as the staged method
+
+
+def check_method(method):
+    """One of :data:`METHODS`, else InputError naming it."""
+    return check_choice("method", method, METHODS)
+
+
+# ---- the checkpointed scan -----------------------------------------------------------------
+
+def scan_start(schedule):
+    """Index of the first step of the repeated tail: from there to the end every step's input
+    bond dimension D equals its kept k and all the k are equal (the scan's fixed shape).
+    Step i's input has D = schedule[i - 1] (2 for step 0).  At chi = 16 ([2, 4, 4, 16, ...])
+    it is 4; at chi = 2 ([2, 2, ...]) 0.  Returns len(schedule) when the last step does not
+    qualify (nothing is scanned); a one-step tail is still a scan.  Raises InputError for a
+    bad schedule."""
+    ks = list(_schedule(schedule))
+    dims = [2] + ks[:-1]
+    start = len(ks) - 1
+    while start > 0 and dims[start - 1] == ks[start - 1] == ks[-1]:
+        start -= 1
+    return start if dims[start] == ks[start] == ks[-1] else len(ks)
+
+
+#: Name of the one value the checkpointed step saves for its backward pass (see below).
+NORM_NAME = "trg_norm"
+
+
+def _named_norm_ops():
+    """The JAX ops of :mod:`trgad.trg` with ``norm`` tagged :data:`NORM_NAME`.
+
+    Why: the backward pass of a ``jax.checkpoint``-ed step recomputes the step, in another
+    XLA program.  There the norm ||T|| (a reduction) can round differently in its last bit;
+    the SVD of the slightly different matrix then picks another basis inside each multiplet
+    of equal singular values, which the Ising TRG has at every step, and the next step's
+    cotangent, written in the first basis, is applied in the second: u came out wrong by
+    5e-8 at 6 steps and 8e-7 at 20 (chi = 16).  Saving the norm (one scalar per step) makes
+    the recomputed SVD's input bitwise the forward's, so it returns the same basis.
+    """
+    import copy
+
+    from jax.ad_checkpoint import checkpoint_name
+
+    ops = copy.copy(trg.jax_ops())
+    base = ops.norm
+    ops.norm = lambda T: checkpoint_name(base(T), NORM_NAME)
+    return ops
+
+
+def lnz_checkpointed(beta, schedule, checkpoint=True):
+    """lnZ/N as :func:`trgad.trg.lnz_per_site`, with the repeated steps in one ``lax.scan``.
+
+    Steps before :func:`scan_start` are unrolled; the rest are the scan's iterations, each
+    one TRG step (``jax.checkpoint``-ed when ``checkpoint``) that carries T and the running
+    sum of w_i ln||T_i|| (w_i = 2**-i, the scan's input).  Same value as the unrolled
+    graph up to the order of the floating-point sum.  ``beta``: scalar, float or traced
+    (1/J); ``schedule``: sequence of int.  Returns a scalar (dimensionless).  Raises
+    InputError for a bad schedule.  Source: ``jax.checkpoint`` and ``jax.lax.scan`` (JAX
+    documentation, "Gradient checkpointing"), applied to the Levin-Nave steps.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    ks = _schedule(schedule)
+    ops = trg.jax_ops()
+    start = scan_start(ks)
+    T = ising.initial_tensor(beta, ops)
+    total = 0.0
+    for i, k in enumerate(ks[:start]):
+        T, ln = trg.trg_step(T, k, ops)
+        total = total + ln * (1.0 / 2**i)
+    if start < len(ks):
+        k, named = ks[-1], _named_norm_ops()
+        step = lambda t: trg.trg_step(t, k, named)                      # noqa: E731
+        if checkpoint:
+            step = jax.checkpoint(step, policy=jax.checkpoint_policies.save_only_these_names(NORM_NAME))
+
+        def body(carry, w):
+            t, acc = carry
+            t, ln = step(t)
+            return (t, acc + ln * w), None
+
+        weights = jnp.asarray([1.0 / 2**i for i in range(start, len(ks))], dtype=jnp.float64)
+        (T, total), _ = jax.lax.scan(body, (T, total + 0.0 * weights[0]), weights)
+    n = len(ks)
+    total = total + ops.log(trg.torus_trace(T, ops)) * (1.0 / 2**n)
+    return total + ising.log_weight_per_site(beta)
+
+
+# ---- compiled programs ---------------------------------------------------------------------
+
+def _graph(method, schedule):
+    if method == "checkpoint":
+        return lambda b: lnz_checkpointed(b, schedule)
+    return lambda b: trg.lnz_per_site(b, schedule)
+
+
+def _second(form, f):
+    """beta -> (f, f', f'') by a second-order form of :data:`SECOND_FORMS`."""
+    import jax
+
+    if form == "forward-over-forward":
+        first = lambda b: jax.jvp(f, (b,), (1.0,))                      # noqa: E731
+        return lambda b: (lambda p, t: (p[0], p[1], t[1]))(*jax.jvp(first, (b,), (1.0,)))
+    if form == "forward-over-reverse":
+        vg = jax.value_and_grad(f)
+        return lambda b: (lambda p, t: (p[0], p[1], t[1]))(*jax.jvp(vg, (b,), (1.0,)))
+
+    def first_with_value(b):                                        # reverse over forward
+        value, slope = jax.jvp(f, (b,), (1.0,))
+        return slope, value
+
+    vg = jax.value_and_grad(first_with_value, has_aux=True)
+    return lambda b: (lambda r: (r[0][1], r[0][0], r[1]))(vg(b))
+
+
+def _build(method, order, schedule):
+    """beta -> (lnz, dlnz, d2lnz or None) for one method (not staged), not yet compiled."""
+    import jax
+
+    f = _graph(method, schedule)
+    if order == 2:
+        return _second(SECOND_FORM[method], f)
+    if method == "forward":
+        return lambda b: (*jax.jvp(f, (b,), (1.0,)), None)
+    return lambda b: (*jax.value_and_grad(f)(b), None)
+
+
+_EXECUTABLES = {}
+
+
+def program(method, order, schedule):
+    """The compiled beta -> (lnZ/N, dlnZ/N/dbeta, d^2 lnZ/N/dbeta^2 or None) of ``method``
+    ("whole", "forward" or "checkpoint"; ``order`` 1 or 2) for ``schedule``, and the seconds
+    spent tracing and compiling it now (0.0 when it was cached).
+
+    The executable is ``jax.jit(f).lower(beta).compile()``: call it with a Python float;
+    its ``memory_analysis()`` gives XLA's memory figures.  Raises InputError for "staged"
+    (a sequence of per-step programs, :mod:`trgad.staged`) and for a bad order or schedule.
+    """
+    import jax
+
+    method = check_choice("method", method, METHODS)
+    if method == "staged":
+        raise InputError("method='staged' is not one program: see trgad.staged")
+    key = (method, _check_order(order), _schedule(schedule))
+    if key in _EXECUTABLES:
+        return _EXECUTABLES[key], 0.0
+    t0 = time.perf_counter()
+    exe = jax.jit(_build(*key)).lower(0.3).compile()
+    _EXECUTABLES[key] = exe
+    return exe, time.perf_counter() - t0
+
+
+def clear_caches():
+    """Forget every compiled program (this module's and the staged ones): the next call of
+    each method compiles again, as a first call does."""
+    _EXECUTABLES.clear()
+    staged.clear_cache()
+
+
+def _c(beta, d2):
+    """c = beta**2 d2, and 0 when d2 is exactly 0 (deep in the ordered phase beta**2 would
+    overflow float64 and give inf * 0)."""
+    return 0.0 if d2 == 0 else beta * d2 * beta
+
+
+def _check_order(order):
+    if order not in (1, 2):
+        raise InputError(f"order={order!r} is out of range: order must be 1 (lnZ/N and u) "
+                         f"or 2 (also c)")
+    return order
+
+
+def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="exact"):
+    """lnZ/N, u and (order 2) c of the Ising model by TRG, by one mode of differentiation.
+
+    Parameters
+    ----------
+    beta : float in (0, 8.9e307], inverse temperature (1/J).
+    schedule : sequence of int, the kept k at each step (:func:`trgad.trg.truncation_schedule`).
+    method : one of :data:`METHODS` (see the module docstring).
+    order : 1 (lnZ/N and u) or 2 (also c).
+    c_method : "exact" or "fd", how ``staged`` gets c (ignored by the other methods, which
+        are always exact).
+
+    Returns
+    -------
+    JSON-ready dict: ``method``, ``order``, ``lnz_per_site``, ``u`` (J per site), ``c``
+    (k_B per site; None for order 1), ``c_method`` ("exact" or "fd"; None for order 1),
+    ``seconds`` (this call, compilation included on a first call) and
+    ``compile_seconds`` (the part spent tracing and compiling: 0 when the program was
+    cached; the staged method compiles while it runs, so it reports None).
+
+    Raises
+    ------
+    InputError for a bad beta, schedule, method, order or c_method.
+    """
+    beta, ks = check_beta(beta), _schedule(schedule)
+    method = check_method(method)
+    order = _check_order(order)
+    c_method = check_choice("c_method", c_method, C_METHODS)
+    t0 = time.perf_counter()
+    compile_seconds = None
+    if method == "staged":
+        if order == 1:
+            lnz, dlnz = staged.value_and_grad_jax(beta, ks)
+            c = None
+        elif c_method == "exact":
+            lnz, dlnz, d2 = staged.value_grad_hess_jax(beta, ks)
+            c = _c(beta, d2)
+        else:
+            lnz, dlnz = staged.value_and_grad_jax(beta, ks)
+            c = staged.specific_heat(beta, ks)
+    else:
+        exe, compile_seconds = program(method, order, ks)
+        lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
+        c = None if d2 is None else _c(beta, d2)
+    return {"method": method, "order": order, "lnz_per_site": float(lnz), "u": -float(dlnz),
+            "c": None if c is None else float(c),
+            "c_method": None if order == 1 else ("fd" if method == "staged" and c_method == "fd" else "exact"),
+            "seconds": time.perf_counter() - t0, "compile_seconds": compile_seconds}
+
+
+def taylor_mode_works(schedule=(2,)):
+    """Whether ``jax.experimental.jet`` (Taylor mode) can take the second derivative of
+    lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
+    (True, None).  With JAX 0.10.x it is False (see the module docstring)."""
+    import jax
+    from jax.experimental import jet
+
+    f = lambda b: trg.lnz_per_site(b, _schedule(schedule))              # noqa: E731
+    try:
+        jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
+    except Exception as e:                                          # noqa: BLE001 (reported)
+        return False, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return True, None

@@ -1,0 +1,68 @@
+"""The benchmark (trgad.bench): five method rows with the figures the README reads, the
+values they time, growth with steps, and the command line."""
+import json
+
+import pytest
+
+from trgad import InputError, bench, staged, trg
+
+
+@pytest.fixture(scope="module")
+def small():
+    return bench.run(chi=4, steps=5, beta=0.3, repeats=1, engine=False)
+
+
+def test_five_method_rows(small):
+    assert list(small["methods"]) == list(bench.METHODS)
+    for name, row in small["methods"].items():
+        assert row["first_seconds"] > 0 and row["steady_seconds"] > 0 and row["temp_bytes"] >= 0, name
+    st = small["methods"]["staged"]
+    # chi = 4, 5 steps, schedule [2, 4, 4, 4, 4]: (D, k) = (2, 2), (2, 4), (4, 4)
+    assert small["schedule"] == [2, 4, 4, 4, 4] and st["compiled_programs"] == 3
+    assert st["peak_temp_bytes"] <= st["temp_bytes"]
+    assert st["residual_bytes"] > 0
+
+
+def test_ratios_and_old_keys(small):
+    for key in ("forward_first", "forward", "whole_first", "whole", "staged_first", "staged",
+                "whole_over_forward", "staged_over_whole", "staged_over_forward",
+                "staged_first_over_whole_first", "staged_compiled_programs"):
+        assert key in small, key
+    m = small["methods"]
+    assert small["forward_mode_over_forward"] == m["forward_mode"]["steady_seconds"] / m["forward_only"]["steady_seconds"]
+    assert set(small["targets"]) == set(bench.TARGETS)
+    for key, t in small["targets"].items():
+        assert t["met"] == (t["value"] <= t["bound"])
+
+
+def test_staged_memory_counts_each_program_once():
+    staged.clear_cache()
+    sched = trg.truncation_schedule(4, 8, 0.3)
+    staged.value_and_grad_jax(0.3, sched)
+    total_8, largest, n = bench.staged_memory()
+    staged.value_and_grad_jax(0.3, sched + [4] * 8)        # more steps, no new shape
+    assert bench.staged_memory() == (total_8, largest, n)
+    assert n == 2 * 3 + 4                                 # 3 shapes x (fwd, bwd) + init, trace
+
+
+def test_growth_rows_and_cap():
+    g = bench.growth([2, 3], chi=4, names=("forward_only", "staged"))
+    assert [r["steps"] for r in g["staged"]["rows"]] == [2, 3] and g["staged"]["stopped_at"] is None
+    capped = bench.growth([2, 3], chi=4, names=("forward_only",), cap_seconds=1e-9)
+    assert [r["steps"] for r in capped["forward_only"]["rows"]] == [2]
+    assert capped["forward_only"]["stopped_at"] == 2
+    with pytest.raises(InputError):
+        bench.growth([2], names=("backward",))
+
+
+def test_cli_bench_json_has_five_method_rows(cli):
+    r = cli("bench", "--chi", "4", "--steps", "5", "--repeats", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert list(out["methods"]) == list(bench.METHODS)
+    assert "engine_staged_ratio" in out and "targets" in out
+
+
+def test_format_is_the_summary(small):
+    text = bench.format(small)
+    assert all(name in text for name in bench.METHODS)

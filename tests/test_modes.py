@@ -1,0 +1,132 @@
+"""Every mode of differentiation (trgad.modes): u against the staged gradient, c between the
+methods, against exact enumeration of the 16-site torus and against Onsager; the
+checkpointed scan; bad input."""
+import math
+
+import jax
+import pytest
+
+import trgad
+from trgad import InputError, modes, staged, trg
+
+BETA = 0.3
+
+
+@pytest.fixture(scope="module")
+def schedule20():
+    return trg.truncation_schedule(16, 20, BETA)
+
+
+@pytest.fixture(scope="module")
+def staged_u20(schedule20):
+    return -staged.value_and_grad_jax(BETA, schedule20)[1]
+
+
+@pytest.fixture(scope="module")
+def second20(schedule20):
+    """Order 2 (lnZ/N, u and c) by every method at 20 steps, chi = 16."""
+    return {m: modes.value_and_derivatives(BETA, schedule20, m, order=2) for m in modes.METHODS}
+
+
+@pytest.mark.parametrize("method", modes.METHODS)
+def test_u_of_every_method_equals_staged_at_20_steps(method, second20, staged_u20):
+    r = second20[method]
+    assert r["method"] == method and r["order"] == 2 and r["c_method"] == "exact"
+    assert abs(r["u"] - staged_u20) < 1e-11
+
+
+def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
+    cs = {m: r["c"] for m, r in second20.items()}
+    ref = cs["staged"]
+    for m, c in cs.items():
+        assert abs(c - ref) <= 1e-9 * abs(ref), (m, c, ref)
+    # chi = 16 truncation: u is 6e-6 off Onsager at beta = 0.3, c about 1e-4
+    assert abs(ref - trgad.onsager(BETA)["c"]) < 1e-3
+
+
+@pytest.mark.parametrize("method", ["checkpoint", "forward"])
+def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20):
+    # checkpoint: the norm saved by the checkpoint policy keeps the recomputed SVD's basis
+    # (without it u was 8e-7 off here)
+    r = modes.value_and_derivatives(BETA, schedule20, method, order=1)
+    assert r["c"] is None and r["c_method"] is None
+    assert abs(r["u"] - staged_u20) < 1e-11
+
+
+@pytest.mark.parametrize("method", modes.METHODS)
+def test_c_against_exact_enumeration_at_4_steps(method):
+    ex = trgad.torus_exact(BETA, 4)
+    r = modes.value_and_derivatives(BETA, trg.truncation_schedule(16, 4, BETA), method, order=2)
+    assert abs(r["c"] - BETA**2 * ex["d2lnz"]) < 1e-12
+    assert abs(r["u"] + ex["dlnz"]) < 1e-12
+    assert abs(r["lnz_per_site"] - ex["lnz_per_site"]) < 1e-12
+
+
+def test_staged_fd_is_still_available():
+    sched = trg.truncation_schedule(16, 3, BETA)
+    fd = modes.value_and_derivatives(BETA, sched, "staged", order=2, c_method="fd")
+    exact = modes.value_and_derivatives(BETA, sched, "staged", order=2)
+    assert fd["c_method"] == "fd" and exact["c_method"] == "exact"
+    c_ex = BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]
+    assert abs(exact["c"] - c_ex) < 1e-12
+    assert abs(fd["c"] - c_ex) < 1e-6 and fd["c"] != exact["c"]
+
+
+def test_compile_seconds_only_on_the_first_call():
+    sched = (2, 4)
+    modes.clear_caches()
+    first = modes.value_and_derivatives(BETA, sched, "forward")
+    again = modes.value_and_derivatives(BETA, sched, "forward")
+    assert first["compile_seconds"] > 0 and again["compile_seconds"] == 0.0
+    assert modes.value_and_derivatives(BETA, sched, "staged")["compile_seconds"] is None
+
+
+@pytest.mark.parametrize("schedule,start", [
+    ([2, 4, 4, 16, 16, 16], 4),    # chi = 16: the fifth step is the first D = k = 16
+    ([2, 4, 4, 16], 4),            # no repeated step: nothing to scan
+    ([2, 2, 2], 0),                # chi = 2: every step has D = k = 2
+    ([2, 4, 4, 8, 8], 4),
+    ([2, 4, 4, 8, 8, 5], 6),       # the last k differs from its input D
+])
+def test_scan_start(schedule, start):
+    assert modes.scan_start(schedule) == start
+
+
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_checkpointed_scan_has_the_unrolled_value_and_gradient(checkpoint):
+    sched = trg.truncation_schedule(16, 7, BETA)
+    f = lambda b: trg.lnz_per_site(b, sched)                             # noqa: E731
+    g = lambda b: modes.lnz_checkpointed(b, sched, checkpoint=checkpoint)  # noqa: E731
+    assert abs(float(g(BETA)) - float(f(BETA))) < 1e-14
+    assert abs(float(jax.grad(g)(BETA)) - float(jax.grad(f)(BETA))) < 1e-12
+
+
+def test_taylor_mode_does_not_work_through_the_custom_jvp_rules():
+    works, why = modes.taylor_mode_works()
+    assert works is False and why
+
+
+def test_extreme_beta_gives_c_zero_not_nan():
+    r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward", order=2)
+    assert r["c"] == 0.0 and r["u"] == -2.0
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"method": "reverse"}, "method='reverse'"),
+    ({"order": 3}, "order=3"),
+    ({"c_method": "spline"}, "c_method='spline'"),
+])
+def test_bad_input(kwargs, needle):
+    with pytest.raises(InputError, match=needle):
+        modes.value_and_derivatives(BETA, [2], **kwargs)
+    with pytest.raises(InputError):
+        modes.value_and_derivatives(-1.0, [2])
+    with pytest.raises(InputError):
+        modes.program("staged", 1, [2])
+
+
+def test_program_gives_memory_figures():
+    exe, _ = modes.program("checkpoint", 1, (2, 2, 2))
+    assert exe.memory_analysis().temp_size_in_bytes >= 0
+    lnz, dlnz, d2 = exe(BETA)
+    assert d2 is None and math.isfinite(float(dlnz))

@@ -1,0 +1,48 @@
+"""Gradients in many parameters (trgad.params): reverse mode against forward mode, central
+finite differences, the chain rule to d lnZ/N / d beta (tensor) and Euler's relation
+(couplings)."""
+import numpy as np
+import pytest
+
+from trgad import InputError, ising, params, trg
+
+BETA = 0.3
+
+
+@pytest.fixture(scope="module")
+def schedule():
+    return trg.truncation_schedule(16, 6, BETA)
+
+
+def test_isotropic_couplings_give_the_ising_tensor():
+    T = params.anisotropic_tensor(BETA, BETA, trg.NUMPY)
+    assert np.array_equal(T, ising.initial_tensor(BETA, trg.NUMPY))
+    # anisotropic: legs l, r carry J_x; swapping J_x, J_y turns the tensor by 90 degrees
+    A = params.anisotropic_tensor(0.2, 0.5, trg.NUMPY)
+    B = params.anisotropic_tensor(0.5, 0.2, trg.NUMPY)
+    assert np.allclose(A, B.transpose(1, 2, 3, 0), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("which,n", [("tensor", 16), ("couplings", 2)])
+def test_reverse_forward_fd_and_beta_oracle_agree(schedule, which, n):
+    r = params.compare(BETA, schedule, which)
+    assert r["n_params"] == n and r["reverse"]["passes"] == 1 and r["forward"]["passes"] == n
+    assert r["max_abs_difference"] < 1e-13
+    assert r["max_abs_fd_difference"] < 1e-8
+    expected, from_grad = r["beta_oracle"]
+    assert abs(expected - from_grad) < 1e-12
+    assert r["reverse"]["lnz_per_site"] == pytest.approx(float(trg.lnz_per_site(BETA, schedule)), abs=1e-14)
+
+
+def test_couplings_are_symmetric_at_the_isotropic_point(schedule):
+    gx, gy = params.gradient(BETA, schedule, "couplings")["gradient"]
+    assert gx == pytest.approx(gy, abs=1e-13)
+
+
+def test_bad_input(schedule):
+    with pytest.raises(InputError, match="params='spins'"):
+        params.gradient(BETA, schedule, "spins")
+    with pytest.raises(InputError, match="mode='sideways'"):
+        params.gradient(BETA, schedule, "tensor", "sideways")
+    with pytest.raises(InputError, match="h="):
+        params.finite_difference(BETA, schedule, "tensor", h=1.0)
