@@ -32,7 +32,7 @@ def test_staged_u_equals_whole_graph_u_at_20_steps(staged20, whole20):
     lnz_w, dlnz_w = whole20
     assert abs(dlnz - dlnz_w) < 1e-12
     assert abs(lnz - lnz_w) < 1e-12
-    # the source document's recorded figures (tenferro-rs staged and JAX whole graph)
+    # the source report's recorded figures (tenferro-rs staged and JAX whole graph)
     assert lnz == pytest.approx(recorded.TENFERRO_STAGED["lnz_per_site"], abs=1e-15)
     assert -dlnz == pytest.approx(recorded.TENFERRO_STAGED["u"], abs=1e-13)
 
@@ -79,7 +79,7 @@ def test_staged_jax_equals_staged_engine():
 def test_specific_heat_close_to_onsager(schedule20):
     c = staged.specific_heat(BETA, schedule20)
     assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
-    assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source document's c
+    assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source report's c
 
 
 def test_specific_heat_autodiff_matches_exact_torus():
@@ -115,7 +115,7 @@ def test_bad_input():
 
 def test_run_with_specific_heat_names_its_step():
     out = staged.run(BETA, [2, 4, 4], with_specific_heat=True, c_method="fd")
-    assert out["fd_step"] == staged.FD_STEP          # the source document's h at beta = 0.3
+    assert out["fd_step"] == staged.FD_STEP          # the source report's h at beta = 0.3
     assert out["c_method"] == "fd"
     assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"], rel=1e-6)
     assert staged.run(BETA, [2])["c"] is None

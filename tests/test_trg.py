@@ -11,7 +11,7 @@ from trgad import exact, ising, recorded, svd, trg, whole
 BETA = 0.3
 SCHEDULE = trg.truncation_schedule(16, 30, BETA)
 
-# Recorded in the source document (JAX 0.12.0.1 and tenferro-rs 0.8.0, identical digits).
+# Recorded in the source report (JAX 0.12.0.1 and tenferro-rs 0.8.0, identical digits).
 RECORDED_GRADS = {n: row[4] for n, row in recorded.TENFERRO_WHOLE.items()}
 
 

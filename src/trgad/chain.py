@@ -1,6 +1,6 @@
 """The minimal reproduction: the mul chain y <- y**K / K, each value used K times per layer.
 
-The source document's chain is y <- (y*y)/2 (fan-out K = 2).  Here the fan-out is a
+The source report's chain (book/source-report.md) is y <- (y*y)/2 (fan-out K = 2).  Here the fan-out is a
 parameter: layer d computes y_{d+1} = (y_d * y_d * ... * y_d) / K with K factors of the
 *same* value, so each value is an input of K multiplications' worth of uses.  A transform
 that compares structural keys without a memo walks this DAG as a tree of about K**depth

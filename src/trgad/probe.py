@@ -1,6 +1,6 @@
 """Growth probe: does the reverse-mode transform of an iterative graph grow exponentially?
 
-The source document's advice ("怎么确认没中招", how to check you are not hit): time the
+The source report's advice (book/source-report.md) ("怎么确认没中招", how to check you are not hit): time the
 transform after each added step; growth that keeps multiplying is exponential; if execution
 takes milliseconds while the transform takes seconds, this is the trap; every graph that
 loops on its previous result needs staging, not only TRG.  This module turns that advice
@@ -347,7 +347,7 @@ def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dic
     derivative program, (2) running that program, (3) dropping it.  Returns a dict with
     the three times in seconds, ``key_visits``, ``derivative_ops``, ``transform_over_run``
     and ``diagnosis``: "trap" when the transform takes more than :data:`TRAP_RATIO` times
-    the execution and at least :data:`TRAP_MIN_SECONDS` (the source document's "milliseconds
+    the execution and at least :data:`TRAP_MIN_SECONDS` (the source report's "milliseconds
     to run, seconds to transform"), "ok" otherwise.  Raises InputError for bad input.
     """
     depth = check_int("depth", depth, 1, 100_000)
@@ -392,7 +392,7 @@ def path_matrix(step: Callable, x0) -> list:
 # --------------------------------------------------------------------------------------
 
 def chain_step(y):
-    """The source document's mul chain: y <- (y * y) / 2 (each value used twice)."""
+    """The source report's mul chain: y <- (y * y) / 2 (each value used twice)."""
     return (y * y) / 2.0
 
 

@@ -1,8 +1,8 @@
 """Staged differentiation of the TRG: one VJP per step, the cotangent passed back by hand.
 
-This is the fix described in the source document (section "修法", the fix): never let one
-transform see a deep graph.  Each TRG step is built on a *fresh leaf* that holds the
-previous step's tensor, so a transform (``jax.vjp`` here, ``engine.vjp`` for the keyed
+This is the fix described in the source report (book/source-report.md; its section "修法",
+the fix): never let one transform see a deep graph.  Each TRG step is built on a *fresh
+leaf* that holds the previous step's tensor, so a transform (``jax.vjp`` here, ``engine.vjp`` for the keyed
 engine) only ever sees one step, whatever the number of steps.
 
 The chain rule is then applied by hand.  With w_i = 1 / 2**i and n steps,
@@ -28,7 +28,7 @@ of recomputing the step.  For chi = 16 the schedule [2, 4, 4, 16, 16, ...] has f
 Second derivative (:func:`value_grad_hess_jax`): the same staging for the pair (T_i,
 dT_i/d beta): one JVP program per (D, k) forward, one VJP of it backward, so the specific
 heat is exact (:func:`specific_heat_exact`); the central difference of two staged
-gradients (:func:`specific_heat`, the source document's way) stays available.
+gradients (:func:`specific_heat`, the source report's way) stays available.
 
 Keyed engine: the same staging on :mod:`trgad.engine`, with structural keys still on.
 """
@@ -41,7 +41,7 @@ from . import ising, trg
 from .keys import STRATEGIES
 from .validate import BETA_MAX, InputError, check_beta, check_choice, check_engine
 
-#: Step of the central difference for the specific heat, as in the source document (h = 1e-5).
+#: Step of the central difference for the specific heat, as in the source report (h = 1e-5).
 FD_STEP = 1e-5
 
 
@@ -212,7 +212,7 @@ def value_and_grad_jax(beta, schedule):
     ------
     InputError for beta <= 0 or a bad schedule.
 
-    Source: the staged fix of the source document ("每一步单独建图、单独求 vjp", each step on
+    Source: the staged fix of the source report ("每一步单独建图、单独求 vjp", each step on
     its own graph with its own vjp), written with ``jax.vjp``.
     """
     beta, ks = check_beta(beta), _schedule(schedule)
@@ -310,7 +310,7 @@ def value_and_grad(beta, schedule, engine="jax", keys="structural"):
 
 def fd_step(beta):
     """The central-difference step for :func:`specific_heat` at ``beta``: 1e-5 as in the
-    source document (:data:`FD_STEP`), but at most beta / 2 (so that beta - h > 0 at small
+    source report (:data:`FD_STEP`), but at most beta / 2 (so that beta - h > 0 at small
     beta) and at least 1e-8 beta (so that beta +- h are distinct floats at large beta)."""
     return max(min(FD_STEP, beta / 2), beta * 1e-8)
 

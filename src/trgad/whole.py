@@ -54,11 +54,11 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
 
     Returns a dict with ``steps``, ``eqns`` (equations in the jaxpr of ``jax.grad``,
     counting the equations inside nested jaxprs too: see :func:`count_eqns`),
-    ``eqns_top_level`` (top-level equations only, ``len(jaxpr.eqns)``, as the source document
-    counted), ``make_jaxpr_seconds`` (tracing plus the transform, wall clock),
+    ``eqns_top_level`` (top-level equations only, ``len(jaxpr.eqns)``; the source report,
+    book/source-report.md, prints "eqns" without saying which count), ``make_jaxpr_seconds`` (tracing plus the transform, wall clock),
     ``first_jit_seconds`` (first call of ``jax.jit(jax.grad(f))``, compilation included),
     ``grad`` (d lnZ/N / d beta), and, when ``repeats`` > 0, ``run_seconds`` (steady-state
-    call, min of ``repeats``).  Mirrors the source document's JAX script: each timed call
+    call, min of ``repeats``).  Mirrors the source report's JAX script: each timed call
     uses a fresh function so that no cache hides the work.
     """
     jax = _jax()
