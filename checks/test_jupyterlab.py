@@ -58,6 +58,9 @@ SETTINGS = {  # JupyterLab user settings: never write the chapter back, never fe
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False},
+    # every cell attached and rendered, as in a short notebook: with the default windowing
+    # ("contentVisibility") Markdown cells far below the viewport were left unevaluated
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
 
