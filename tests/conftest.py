@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: the command line as a fixture."""
+"""Helpers shared by the tests: the command line and the book's 20-step schedule as fixtures."""
 import subprocess
 import sys
 
@@ -26,3 +26,10 @@ class Cli:
 @pytest.fixture
 def cli():
     return Cli()
+
+
+@pytest.fixture(scope="session")
+def schedule20():
+    """The book's reference run: chi = 16, 20 steps at beta = 0.3 (lnZ/N 0.790559063800966)."""
+    from trgad import trg
+    return trg.truncation_schedule(16, 20, 0.3)

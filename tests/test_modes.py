@@ -13,11 +13,6 @@ BETA = 0.3
 
 
 @pytest.fixture(scope="module")
-def schedule20():
-    return trg.truncation_schedule(16, 20, BETA)
-
-
-@pytest.fixture(scope="module")
 def staged_u20(schedule20):
     return -staged.value_and_grad_jax(BETA, schedule20)[1]
 

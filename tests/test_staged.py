@@ -12,11 +12,6 @@ BETA = 0.3
 
 
 @pytest.fixture(scope="module")
-def schedule20():
-    return trg.truncation_schedule(16, 20, BETA)
-
-
-@pytest.fixture(scope="module")
 def staged20(schedule20):
     staged.clear_cache()      # other test files compile other shapes (e.g. at extreme beta)
     return staged.value_and_grad_jax(BETA, schedule20)
