@@ -85,3 +85,18 @@ def test_subset_of_methods_runs_only_those():
         bench.run(chi=4, steps=4, repeats=1, engine=False, names=("forward_only", "backward"))
     with pytest.raises(InputError):
         bench.methods(0.3, [2, 4], names=())
+
+
+def test_rows_carry_the_values_they_timed(small):
+    """Each row's value is what its program computes: lnZ/N and d(lnZ/N)/d beta against the
+    whole graph's jax.value_and_grad and the staged pass, computed here afresh."""
+    from trgad import whole
+
+    sched = small["schedule"]
+    lnz, dlnz = whole.value_and_grad(0.3, sched)
+    m = small["methods"]
+    assert m["forward_only"]["value"] == pytest.approx([lnz], rel=1e-13)
+    assert m["whole"]["value"] == pytest.approx([lnz, dlnz], rel=1e-13)
+    for name in ("staged", "checkpoint", "forward_mode"):
+        assert m[name]["value"] == pytest.approx([lnz, dlnz], rel=1e-11), name
+    assert m["staged"]["value"] == list(staged.value_and_grad_jax(0.3, sched))

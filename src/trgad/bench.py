@@ -128,7 +128,9 @@ def methods(beta, schedule, repeats=3, names=METHODS):
     Each row: ``first_seconds`` (every method from empty caches, one after another),
     ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in which the methods take
     turns, the minimum per method: a change of load on a shared machine then hits every
-    method alike) and ``temp_bytes``; the staged row also ``compiled_programs`` (per-shape
+    method alike), ``temp_bytes`` and ``value`` (what the timed program returned, as a list
+    of floats: [lnZ/N] for ``forward_only``, [lnZ/N, d(lnZ/N)/d beta] for the others, so a
+    page can show the numbers without compiling the program again); the staged row also ``compiled_programs`` (per-shape
     step programs), ``peak_temp_bytes`` (largest single program) and ``residual_bytes``
     (see :func:`staged_memory`).  Raises InputError for a bad input or an unknown name.
     """
@@ -155,13 +157,15 @@ def methods(beta, schedule, repeats=3, names=METHODS):
     steady = _round_robin(calls, repeats)
     rows = {}
     for name in names:
+        value = [float(x) for x in jax.tree_util.tree_leaves(calls[name]())]
         if name == "staged":
             total, largest, _ = staged_memory()
             rows[name] = _row(first[name], steady[name], total, peak_temp_bytes=largest,
                               compiled_programs=len(staged.compiled_shapes()),
-                              residual_bytes=staged_residual_bytes(beta, ks))
+                              residual_bytes=staged_residual_bytes(beta, ks), value=value)
         else:
-            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes)
+            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes,
+                              value=value)
     return rows
 
 
