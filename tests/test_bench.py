@@ -66,3 +66,37 @@ def test_cli_bench_json_has_five_method_rows(cli):
 def test_format_is_the_summary(small):
     text = bench.format(small)
     assert all(name in text for name in bench.METHODS)
+
+
+def test_subset_of_methods_runs_only_those():
+    out = bench.run(chi=4, steps=4, beta=0.3, repeats=1, engine=False,
+                    names=("forward_only", "whole", "staged"))
+    assert list(out["methods"]) == ["forward_only", "whole", "staged"]
+    m = out["methods"]
+    assert out["staged_over_whole"] == m["staged"]["steady_seconds"] / m["whole"]["steady_seconds"]
+    assert out["staged_first_over_whole_first"] == m["staged"]["first_seconds"] / m["whole"]["first_seconds"]
+    # ratios of methods that did not run are absent, and so are their targets
+    assert "forward_mode_over_forward" not in out and "checkpoint_temp_over_whole_temp" not in out
+    assert set(out["targets"]) == {"staged_over_forward"}
+    text = bench.summary(out, targets=False)
+    assert "target" not in text and "staged over whole" in text
+    assert "target" in bench.summary(out)
+    with pytest.raises(InputError):
+        bench.run(chi=4, steps=4, repeats=1, engine=False, names=("forward_only", "backward"))
+    with pytest.raises(InputError):
+        bench.methods(0.3, [2, 4], names=())
+
+
+def test_rows_carry_the_values_they_timed(small):
+    """Each row's value is what its program computes: lnZ/N and d(lnZ/N)/d beta against the
+    whole graph's jax.value_and_grad and the staged pass, computed here afresh."""
+    from trgad import whole
+
+    sched = small["schedule"]
+    lnz, dlnz = whole.value_and_grad(0.3, sched)
+    m = small["methods"]
+    assert m["forward_only"]["value"] == pytest.approx([lnz], rel=1e-13)
+    assert m["whole"]["value"] == pytest.approx([lnz, dlnz], rel=1e-13)
+    for name in ("staged", "checkpoint", "forward_mode"):
+        assert m[name]["value"] == pytest.approx([lnz, dlnz], rel=1e-11), name
+    assert m["staged"]["value"] == list(staged.value_and_grad_jax(0.3, sched))

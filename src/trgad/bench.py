@@ -78,6 +78,17 @@ def _round_robin(calls, repeats):
     return best
 
 
+def _check_names(names):
+    """``names`` as a tuple (its order, repeats dropped), else InputError naming the bad one."""
+    names = tuple(names)
+    for name in names:
+        if name not in METHODS:
+            raise InputError(f"names={name!r} is not known: choose from {', '.join(METHODS)}")
+    if not names:
+        raise InputError("names=() is out of range: at least one method is needed")
+    return tuple(dict.fromkeys(names))
+
+
 def staged_memory():
     """XLA temporary memory of the staged programs compiled so far (bytes).
 
@@ -110,26 +121,30 @@ def staged_residual_bytes(beta, schedule):
     return int(total)
 
 
-def methods(beta, schedule, repeats=3):
-    """The five rows of :data:`METHODS` at one (beta, schedule): a dict method -> row.
+def methods(beta, schedule, repeats=3, names=METHODS):
+    """The rows of :data:`METHODS` (or of the subset ``names``, in its order) at one
+    (beta, schedule): a dict method -> row.
 
     Each row: ``first_seconds`` (every method from empty caches, one after another),
     ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in which the methods take
     turns, the minimum per method: a change of load on a shared machine then hits every
-    method alike) and ``temp_bytes``; the staged row also ``compiled_programs`` (per-shape
+    method alike), ``temp_bytes`` and ``value`` (what the timed program returned, as a list
+    of floats: [lnZ/N] for ``forward_only``, [lnZ/N, d(lnZ/N)/d beta] for the others, so a
+    page can show the numbers without compiling the program again); the staged row also ``compiled_programs`` (per-shape
     step programs), ``peak_temp_bytes`` (largest single program) and ``residual_bytes``
-    (see :func:`staged_memory`).
+    (see :func:`staged_memory`).  Raises InputError for a bad input or an unknown name.
     """
     import jax
 
     beta, ks = check_beta(beta), tuple(staged._schedule(schedule))
     repeats = check_repeats(repeats)
+    names = _check_names(names)
     f = whole.lnz_fn(ks)
     programs = {"forward_only": f, "whole": jax.value_and_grad(f),
                 "checkpoint": jax.value_and_grad(lambda b: modes.lnz_checkpointed(b, ks)),
                 "forward_mode": lambda b: jax.jvp(f, (b,), (1.0,))}
     exes, first = {}, {}
-    for name in METHODS:
+    for name in names:
         if name == "staged":
             staged.clear_cache()
             t0 = time.perf_counter()
@@ -138,22 +153,24 @@ def methods(beta, schedule, repeats=3):
         else:
             exes[name], first[name] = _first(programs[name], beta)
     calls = {name: (lambda: staged.value_and_grad_jax(beta, ks)) if name == "staged"
-             else (lambda e=exes[name]: e(beta)) for name in METHODS}
+             else (lambda e=exes[name]: e(beta)) for name in names}
     steady = _round_robin(calls, repeats)
     rows = {}
-    for name in METHODS:
+    for name in names:
+        value = [float(x) for x in jax.tree_util.tree_leaves(calls[name]())]
         if name == "staged":
             total, largest, _ = staged_memory()
             rows[name] = _row(first[name], steady[name], total, peak_temp_bytes=largest,
                               compiled_programs=len(staged.compiled_shapes()),
-                              residual_bytes=staged_residual_bytes(beta, ks))
+                              residual_bytes=staged_residual_bytes(beta, ks), value=value)
         else:
-            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes)
+            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes,
+                              value=value)
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True):
-    """Measure every method at one (chi, steps, beta), in one process.
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=METHODS):
+    """Measure every method (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
     ``methods`` (:func:`methods`); the ratios of :data:`TARGETS` and ``targets`` (ratio ->
@@ -162,28 +179,38 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True):
     ``staged`` (first call and steady state, seconds), ``whole_over_forward``,
     ``staged_over_whole``, ``staged_over_forward``, ``staged_first_over_whole_first``,
     ``staged_compiled_programs`` and, with ``engine``, the keyed engine's staged figures
-    (:func:`engine_rows`: ``engine_staged_<n>`` ...).
+    (:func:`engine_rows`: ``engine_staged_<n>`` ...).  With a subset ``names`` only the
+    rows, keys and ratios whose methods ran are there (a page that needs three rows need
+    not compile five programs).
 
-    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`).
+    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`)
+    and for an unknown method name.
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
-    repeats = check_repeats(repeats)
+    repeats, names = check_repeats(repeats), _check_names(names)
     schedule = trg.truncation_schedule(chi, steps, beta)
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
-    rows = methods(beta, schedule, repeats)
+    rows = methods(beta, schedule, repeats, names)
     out["methods"] = rows
     for key, name in (("forward", "forward_only"), ("whole", "whole"), ("staged", "staged")):
-        out[key + "_first"], out[key] = rows[name]["first_seconds"], rows[name]["steady_seconds"]
-    out["staged_compiled_programs"] = rows["staged"]["compiled_programs"]
-    out["whole_over_forward"] = out["whole"] / out["forward"]
-    out["staged_over_whole"] = out["staged"] / out["whole"]
-    out["staged_over_forward"] = out["staged"] / out["forward"]
-    out["staged_first_over_whole_first"] = out["staged_first"] / out["whole_first"]
-    out["checkpoint_first_over_forward_first"] = (rows["checkpoint"]["first_seconds"]
-                                                  / rows["forward_only"]["first_seconds"])
-    out["forward_mode_over_forward"] = rows["forward_mode"]["steady_seconds"] / out["forward"]
-    out["checkpoint_temp_over_whole_temp"] = rows["checkpoint"]["temp_bytes"] / rows["whole"]["temp_bytes"]
-    out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b} for k, b in TARGETS.items()}
+        if name in rows:
+            out[key + "_first"], out[key] = rows[name]["first_seconds"], rows[name]["steady_seconds"]
+    if "staged" in rows:
+        out["staged_compiled_programs"] = rows["staged"]["compiled_programs"]
+    ratios = {
+        "whole_over_forward": ("whole", "steady_seconds", "forward_only", "steady_seconds"),
+        "staged_over_whole": ("staged", "steady_seconds", "whole", "steady_seconds"),
+        "staged_over_forward": ("staged", "steady_seconds", "forward_only", "steady_seconds"),
+        "staged_first_over_whole_first": ("staged", "first_seconds", "whole", "first_seconds"),
+        "checkpoint_first_over_forward_first": ("checkpoint", "first_seconds", "forward_only", "first_seconds"),
+        "forward_mode_over_forward": ("forward_mode", "steady_seconds", "forward_only", "steady_seconds"),
+        "checkpoint_temp_over_whole_temp": ("checkpoint", "temp_bytes", "whole", "temp_bytes"),
+    }
+    for key, (a, fa, b, fb) in ratios.items():
+        if a in rows and b in rows:
+            out[key] = rows[a][fa] / rows[b][fb]
+    out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b}
+                      for k, b in TARGETS.items() if k in out}
     if engine:
         out.update(engine_rows(beta, schedule, repeats=repeats, chi=chi))
     return out
@@ -244,9 +271,7 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=METH
     steps_list = [check_steps(n) for n in steps_list]
     chi, beta, repeats = check_chi(chi), check_beta(beta), check_repeats(repeats)
     cap = check_positive("cap_seconds", cap_seconds) if cap_seconds is not None else float("inf")
-    for name in names:
-        if name not in METHODS:
-            raise InputError(f"names={name!r} is not known: choose from {', '.join(METHODS)}")
+    names = _check_names(names)
     schedules = {n: tuple(trg.truncation_schedule(chi, n, beta)) for n in steps_list}
 
     def measure(name, n):
@@ -299,8 +324,9 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     return out
 
 
-def summary(out):
-    """Human-readable lines for :func:`run`'s result."""
+def summary(out, targets=True):
+    """Human-readable lines for :func:`run`'s result; ``targets=False`` leaves out the
+    project's targets (README's benchmark section shows them; the book does not)."""
     lines = [f"chi={out['chi']} steps={out['steps']} beta={out['beta']} (min of {out['repeats']} after a warm-up)",
              f"{'method':14s} {'first call':>11s} {'steady':>9s} {'XLA temp':>10s}"]
     for name, row in out["methods"].items():
@@ -310,7 +336,7 @@ def summary(out):
                 "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
         if key in out:
             lines.append(f"{key.replace('_', ' '):40s} {out[key]:.2f}")
-    for key, t in out.get("targets", {}).items():
+    for key, t in (out.get("targets", {}) if targets else {}).items():
         lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
     return "\n".join(lines)
