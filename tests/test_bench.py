@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from trgad import InputError, bench, staged, trg
+import trgad
+from trgad import InputError, bench, modes, staged, trg
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,27 @@ def test_growth_rows_and_cap():
     assert capped["forward_only"]["stopped_at"] == 2
     with pytest.raises(InputError):
         bench.growth([2], names=("backward",))
+
+
+def test_second_order_costs_compiles_each_program_once(monkeypatch):
+    sched = [2, 4]                                       # 2 steps: the exact 4-site torus
+    compiled, built = [], []
+    program = modes.program
+
+    def counting(method, order, schedule):
+        exe, seconds = program(method, order, schedule)
+        if seconds:                                      # 0.0 when the program was cached
+            compiled.append(method)
+        return exe, seconds
+
+    monkeypatch.setattr(modes, "program", counting)
+    Programs = staged._JaxPrograms
+    monkeypatch.setattr(staged, "_JaxPrograms", lambda: built.append(1) or Programs())
+    out = bench.second_order_costs(0.3, sched, names=("staged", "forward"), repeats=2)
+    c_exact = 0.3**2 * trgad.torus_exact(0.3, 2)["d2lnz"]
+    for name, row in out.items():
+        assert row["c"] == pytest.approx(c_exact, rel=1e-10), name
+    assert compiled == ["forward"] and built == [1]      # first calls only: no recompilation
 
 
 def test_cli_bench_json_has_five_method_rows(cli):

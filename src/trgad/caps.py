@@ -67,9 +67,12 @@ MODES_STEPS = 8 if PREVIEW else 20
 #: Steps of the growth measurement (bench.growth): time, first call and memory per method.
 GROWTH_STEPS = (4, 8) if PREVIEW else (10, 20, 40)
 #: A method's growth sweep stops after the first call that took longer than this (seconds).
-GROWTH_CAP_SECONDS = 10.0 if PREVIEW else 60.0
+GROWTH_CAP_SECONDS = 30.0 if PREVIEW else 60.0
+#: TRG steps at which the specific heat's cost is compared across methods
+#: (bench.second_order_costs); the whole graph's second-order program dominates.
+SECOND_STEPS = 4 if PREVIEW else 6
 #: TRG steps of the many-parameter gradients (params.compare).
-PARAMS_STEPS = 6 if PREVIEW else 20
+PARAMS_STEPS = 4 if PREVIEW else 6
 #: Number of betas in the c(beta) scan across the transition (transition.beta_grid).
 C_SCAN_POINTS = 9 if PREVIEW else 41
 #: Bond dimensions of the c(beta) scan.
