@@ -122,3 +122,20 @@ def test_rows_carry_the_values_they_timed(small):
     for name in ("staged", "checkpoint", "forward_mode"):
         assert m[name]["value"] == pytest.approx([lnz, dlnz], rel=1e-11), name
     assert m["staged"]["value"] == list(staged.value_and_grad_jax(0.3, sched))
+
+
+def test_fastest_keeps_the_result_of_the_fastest_call(monkeypatch):
+    # a fake clock: the timed calls (after one warm-up) take 5, 1 and 3 s
+    ticks = iter([0.0, 5.0, 10.0, 11.0, 20.0, 23.0])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(ticks))
+    calls = iter(range(4))
+    assert bench._fastest(lambda: next(calls), repeats=3) == (1.0, 2)   # call 0 is the warm-up
+
+
+def test_engine_rows_come_from_one_call():
+    # each step's figures are parts of the call whose total is reported beside them
+    sched = trg.truncation_schedule(4, 6, 0.3)
+    out = bench.engine_rows(0.3, sched, repeats=2, engine_steps=(3, 6))
+    for n in (3, 6):
+        assert out[f"engine_step_cost_{n}"] * out[f"engine_full_size_steps_{n}"] <= out[f"engine_staged_{n}"]
+        assert out[f"engine_transform_{n}"] <= out[f"engine_staged_{n}"]

@@ -348,9 +348,10 @@ def specific_heat_autodiff(beta, schedule):
     """c = beta**2 d^2(lnZ/N)/d beta^2 by ``jax.grad(jax.grad(.))`` of the whole JAX graph.
 
     Reverse-over-reverse through trgad's truncated-SVD rule (whose backward pass is itself
-    differentiable).  Exact up to rounding.  The first call per schedule compiles the
-    second-order program (measured here: about 30 s for 20 steps at chi = 16 on 2 shared
-    cores, under a second per call after that).  Returns a float (units of k_B per site).
+    differentiable): the exact derivative of the truncated TRG, up to rounding.  The first
+    call per schedule traces and compiles the second-order program, which takes far longer
+    than later calls (the chapter *The staged fix* times both).  Returns a float (units of
+    k_B per site).
     """
     beta, ks = check_beta(beta), tuple(_schedule(schedule))
     return beta**2 * float(_whole_second(ks)(float(beta)))
