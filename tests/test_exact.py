@@ -34,3 +34,25 @@ def test_torus_sites_and_bonds():
     for steps in (1, 2, 3, 4):
         n, bonds = exact._torus_bonds(*exact.torus_periods(steps))
         assert n == 2 ** steps and len(bonds) == 2 * n
+
+
+@pytest.mark.parametrize("steps,L", [(2, 2), (4, 4)])
+@pytest.mark.parametrize("beta", [0.2, 0.4406, 0.45, 0.7])
+def test_kaufman_matches_enumeration_of_the_torus(steps, L, beta):
+    # oracle: all 2**N states of the L x L torus (torus_periods(steps) is L x L for even steps)
+    ref, k = exact.torus_exact(beta, steps), exact.kaufman(beta, L)
+    assert k["lnz_per_site"] == pytest.approx(ref["lnz_per_site"], abs=1e-13)
+    assert k["u"] == pytest.approx(-ref["dlnz"], abs=1e-12)
+    assert k["c"] == pytest.approx(beta**2 * ref["d2lnz"], abs=1e-11)
+
+
+def test_kaufman_tends_to_onsager_away_from_beta_c():
+    for beta in (0.3, 0.6):
+        assert exact.kaufman(beta, 256)["c"] == pytest.approx(exact.onsager(beta)["c"], abs=1e-10)
+
+
+@pytest.mark.parametrize("beta,L,needle", [(exact.BETA_C, 8, "beta="), (0.3, 1, "L=1"), (-1.0, 8, "beta=")])
+def test_kaufman_bad_input(beta, L, needle):
+    from trgad.validate import InputError
+    with pytest.raises(InputError, match=needle):
+        exact.kaufman(beta, L)

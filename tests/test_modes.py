@@ -101,6 +101,12 @@ def test_taylor_mode_does_not_work_through_the_custom_jvp_rules():
     assert works is False and why
 
 
+def test_jet_has_no_svd_rule():
+    # the library behaviour the module docstring states (JAX 0.10.x): KeyError on 'svd'
+    works, why = modes.jet_has_svd_rule()
+    assert works is False and why.startswith("KeyError") and "svd" in why
+
+
 def test_extreme_beta_gives_c_zero_not_nan():
     r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward", order=2)
     assert r["c"] == 0.0 and r["u"] == -2.0

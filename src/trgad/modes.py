@@ -11,10 +11,13 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   central difference of two staged gradients (``c_method="fd"``).
 * ``forward`` - forward mode only: u from one ``jax.jvp`` in beta, c from ``jax.jvp`` of
   that (forward over forward).  Taylor mode (``jax.experimental.jet``) does not work here
-  (:func:`taylor_mode_works`): jet ignores ``custom_jvp`` rules and propagates its series
-  through the primal function instead ("TODO(mattjj): don't just ignore custom jvp rules?"
-  in ``jax/experimental/jet.py``), i.e. through the raw SVD whose derivative the rules of
-  :mod:`trgad.svd` exist to replace; here that fails with an escaped tracer (JAX 0.10.2).
+  (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2): jet ignores ``custom_jvp``
+  rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
+  rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
+  (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`jet_has_svd_rule`).
+  On the TRG graph it fails even before that: a tracer escapes inside ``jnp.linalg.svd``
+  under jet's handling of the ``custom_jvp`` call (``UnexpectedTracerError``), a defect of
+  jet's ``custom_jvp`` path.
 * ``checkpoint`` - JAX's own staging: the steps whose shapes repeat (input bond dimension
   D = kept k = chi, from the fifth step on at chi = 16) run in one ``jax.lax.scan`` whose
   body is ``jax.checkpoint``-ed, so the repeated step is traced and compiled once and its
@@ -284,7 +287,8 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
 def taylor_mode_works(schedule=(2,)):
     """Whether ``jax.experimental.jet`` (Taylor mode) can take the second derivative of
     lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
-    (True, None).  With JAX 0.10.x it is False (see the module docstring)."""
+    (True, None).  With JAX 0.10.x it is False: an ``UnexpectedTracerError`` inside
+    ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
     import jax
     from jax.experimental import jet
 
@@ -293,4 +297,19 @@ def taylor_mode_works(schedule=(2,)):
         jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
     except Exception as e:                                          # noqa: BLE001 (reported)
         return False, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return True, None
+
+
+def jet_has_svd_rule():
+    """Whether ``jax.experimental.jet`` can push a Taylor series through ``jnp.linalg.svd``
+    (a 3 x 3 matrix linear in x): returns (False, "ExceptionName: message") or (True, None).
+    With JAX 0.10.x it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
+    import jax.numpy as jnp
+    from jax.experimental import jet
+
+    f = lambda x: jnp.linalg.svd(x * jnp.eye(3) + jnp.ones((3, 3)))[1].sum()    # noqa: E731
+    try:
+        jet.jet(f, (0.3,), ((1.0, 0.0),))
+    except Exception as e:                                          # noqa: BLE001 (reported)
+        return False, f"{type(e).__name__}: {e}"
     return True, None

@@ -10,8 +10,10 @@ Two parameter sets, both differentiated through the same TRG (:func:`trgad.trg.t
 
 Reverse mode gets the whole gradient from one backward pass (``jax.value_and_grad``);
 forward mode needs one ``jax.jvp`` per parameter (run one after another with the same
-compiled program: ``jax.jacfwd`` would batch the SVDs with ``vmap``, which this project
-avoids, see README).  :func:`compare` times both and checks them against each other,
+compiled program, each recomputing the forward pass, SVDs included: ``jax.jacfwd``, or
+``jax.linearize`` with ``vmap`` over the tangents, would run the SVDs once but batch linear
+algebra with ``vmap``, which this project avoids, see README).  The forward/reverse cost
+ratio of :func:`compare` is therefore this implementation's, not forward mode's best.  :func:`compare` times both and checks them against each other,
 against central finite differences and against the beta-derivative:
 
 * tensor: sum_e (d lnZ/N / d T0_e) (d T0_e / d beta) + 2 = d lnZ/N / d beta (chain rule);
