@@ -14,7 +14,8 @@ The rooms, one concept per module:
   engine), :mod:`~trgad.modes` (every mode of differentiation behind one entry point:
   whole, staged, forward, checkpoint), :mod:`~trgad.params` (gradients in many parameters,
   reverse against forward mode), :mod:`~trgad.transition` (c(beta) across the
-  transition), :mod:`~trgad.exact` (exact small tori, Kaufman's L x L torus and Onsager: the oracles).
+  transition), :mod:`~trgad.exact` (exact small tori, Kaufman's L x L torus and Onsager:
+  the oracles).
 * **Engine side** - a graph engine whose transform fails like tenferro-rs 0.8.0's.
   :mod:`~trgad.keys` (value keys, their walks and the visit counter),
   :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's
