@@ -49,6 +49,8 @@ def test_staged_memory_counts_each_program_once():
 def test_growth_rows_and_cap():
     g = bench.growth([2, 3], chi=4, names=("forward_only", "staged"))
     assert [r["steps"] for r in g["staged"]["rows"]] == [2, 3] and g["staged"]["stopped_at"] is None
+    for r in g["staged"]["rows"]:       # the staged peak is one program's, the sum all of them
+        assert 0 < r["peak_temp_bytes"] <= r["temp_bytes"]
     capped = bench.growth([2, 3], chi=4, names=("forward_only",), cap_seconds=1e-9)
     assert [r["steps"] for r in capped["forward_only"]["rows"]] == [2]
     assert capped["forward_only"]["stopped_at"] == 2

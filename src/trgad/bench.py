@@ -300,7 +300,8 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=METH
             staged.value_and_grad_jax(beta, ks)
             first = time.perf_counter() - t0
             steady = time_call(lambda: staged.value_and_grad_jax(beta, ks), warmup=0, repeats=repeats).min
-            row = _row(first, steady, staged_memory()[0])
+            total, largest, _ = staged_memory()
+            row = _row(first, steady, total, peak_temp_bytes=largest)
         else:
             f = whole.lnz_fn(ks)
             fn = {"forward_only": f, "whole": jax.value_and_grad(f),
