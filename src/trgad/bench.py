@@ -216,26 +216,12 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=METHODS):
     return out
 
 
-def _fastest(fn, repeats):
-    """(seconds, result) of the fastest of ``repeats`` calls of ``fn()`` after one untimed
-    warm-up: the figures a result carries (e.g. its per-step times) then belong to the same
-    call as the time beside them."""
-    block(fn())
-    best = (float("inf"), None)
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        value = block(fn())
-        seconds = time.perf_counter() - t0
-        if seconds < best[0]:
-            best = (seconds, value)
-    return best
-
-
 def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     """The keyed engine's staged timings (seconds, wall clock, one process).
 
     Every figure for one n comes from the same call, the fastest of ``repeats`` after one
-    warm-up (:func:`_fastest`), so the per-step figures add up to less than its total.
+    warm-up (:func:`trgad.timing.time_call` keeps that call's result), so the per-step
+    figures add up to less than its total.
 
     * ``engine_staged_<n>``: staged value-and-gradient on the keyed engine (structural
       keys), for n in ``engine_steps`` (the first n entries of ``schedule``, or a schedule
@@ -254,7 +240,8 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     chi = chi or max(ks)
     for n in engine_steps:
         sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        seconds, res = _fastest(lambda: staged.value_and_grad_engine(beta, sched), repeats)
+        t = time_call(lambda: staged.value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
+        seconds, res = t.min, t.fastest
         out[f"engine_staged_{n}"] = seconds
         out[f"engine_transform_{n}"] = res["transform_seconds"]
         out[f"engine_key_visits_{n}"] = res["key_visits"]

@@ -27,10 +27,12 @@ from .validate import check_choice, check_int, check_positive, check_timeout
 
 @dataclasses.dataclass
 class Timing:
-    """Wall-clock times of repeated calls, in seconds."""
+    """Wall-clock times of repeated calls, in seconds; ``value`` is the last call's result,
+    ``fastest`` the result of the call that took ``min`` (its figures belong to that time)."""
 
     times: list
     value: Any = None
+    fastest: Any = None
 
     @property
     def min(self) -> float:
@@ -87,20 +89,23 @@ def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Ti
     """Time ``fn()`` after ``warmup`` untimed calls, ``repeats`` times.
 
     JAX results are waited for (``block_until_ready``) inside the timed region.  Returns a
-    :class:`Timing` whose ``value`` is the last result.  Raises InputError for warmup < 0 or
-    repeats < 1.
+    :class:`Timing` whose ``value`` is the last result and ``fastest`` the result of the
+    fastest timed call, so that figures a result carries (e.g. per-step times) can be taken
+    from the same call as ``Timing.min``.  Raises InputError for warmup < 0 or repeats < 1.
     """
     warmup = check_int("warmup", warmup, 0)
     repeats = check_int("repeats", repeats, 1)
     value = None
     for _ in range(warmup):
         value = block(fn())
-    times = []
+    times, fastest = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
         value = block(fn())
         times.append(time.perf_counter() - t0)
-    return Timing(times, value)
+        if times[-1] == min(times):
+            fastest = value
+    return Timing(times, value, fastest)
 
 
 @dataclasses.dataclass
