@@ -70,7 +70,7 @@ def test_run_with_timeout_refuses_non_finite_results():
     assert timing.run_with_timeout("builtins:float", args=["2.5"], timeout=60).value == 2.5
 
 
-@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("mode", ["reverse", "forward_mode", "forward"])   # "forward": deprecated alias
 def test_time_grad_transform_traces_afresh_at_every_repeat(mode):
     # JAX caches the jaxpr of a function it has traced: timing make_jaxpr of one function
     # object three times measured the cache twice.  Every repeat must run the user's code.
@@ -87,12 +87,40 @@ def test_time_grad_transform_traces_afresh_at_every_repeat(mode):
 def test_time_grad_transform_returns_the_jaxpr_of_the_gradient():
     import jax
 
-    from trgad import whole
-
     seconds, jaxpr = timing.time_grad_transform(lambda x: x * x * x, 2.0, repeats=2,
                                                 clock=time.process_time)
     assert seconds >= 0
     assert jax.core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, 2.0)[0] == 12.0   # d x**3 = 3 x**2
-    assert whole.count_eqns(jaxpr) == len(jaxpr.jaxpr.eqns)                  # nothing nested
+    assert timing.count_eqns(jaxpr) == len(jaxpr.jaxpr.eqns)                 # nothing nested
     with pytest.raises(InputError, match="repeats"):
         timing.time_grad_transform(lambda x: x, 1.0, repeats=0)
+
+
+def _hand_built(x):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    y = jax.jit(lambda v: v * 2.0 + 1.0)(x)                   # jit: 1 here, mul + add inside
+    z = lax.cond(x > 0, lambda a: a * 3.0, lambda a: a - 1.0, y)  # gt, convert, cond: 1 + 1 per branch
+    c, _ = lax.scan(lambda carry, _: (carry * 1.5, None), z, None, length=3)  # scan: mul inside
+    return jnp.sin(c)
+
+
+def test_count_eqns_counts_nested_jaxprs():
+    import jax
+
+    closed = jax.make_jaxpr(_hand_built)(0.5)
+    # top level: jit, gt, convert_element_type, cond, scan, sin
+    assert timing.count_eqns(closed, nested=False) == 6 == len(closed.jaxpr.eqns)
+    # nested: jit body 2 (mul, add), cond branches 1 + 1, scan body 1
+    assert timing.count_eqns(closed) == 6 + 2 + 2 + 1
+    assert timing.count_eqns(closed.jaxpr) == timing.count_eqns(closed)
+
+
+def test_count_eqns_without_nesting_is_the_top_level_length():
+    import jax
+    import jax.numpy as jnp
+
+    closed = jax.make_jaxpr(lambda x: jnp.exp(x) * x + 1.0)(0.3)
+    assert timing.count_eqns(closed) == timing.count_eqns(closed, nested=False) == 3

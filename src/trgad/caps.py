@@ -52,7 +52,8 @@ FORWARD_EAGER_STEPS = 8 if PREVIEW else 20
 STOCK_RULE_STEPS = (4, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
 #: Bond dimensions of the Ising chapter's convergence figure.  Each point costs a NumPy
 #: schedule and an eager second derivative of the whole graph; one point at chi = 32 (a
-#: 1024 x 1024 SVD per split) costs about as much as the four smaller chi together.
+#: 1024 x 1024 SVD per split: the cost grows like chi**6) costs more than the four smaller
+#: chi together.
 CONV_CHIS = (8, 12, 16) if PREVIEW else (8, 12, 16, 24, 32)
 #: Largest chi of that figure at beta = 0.3 and near beta_c: chi = 32 is spent only near
 #: beta_c, where the truncation error is largest.
@@ -81,8 +82,6 @@ C_SCAN_CHIS = (4, 8) if PREVIEW else (8, 16)
 C_SCAN_STEPS = 10 if PREVIEW else 20
 #: Extra betas between the neighbours of the coarse peak (transition.refine).
 C_REFINE_POINTS = 2 if PREVIEW else 4
-#: Betas near beta_c computed at chi = 32 (1024 x 1024 SVDs; empty: skipped).
-C_CHI32_BETAS = () if PREVIEW else ()
 
 
 def describe():

@@ -3,6 +3,7 @@
 * :func:`time_call` - warm-up, repeats, min and median (wall clock, ``time.perf_counter``).
 * :func:`capped_sweep` - run a measurement for growing sizes, stop once one passes a cap.
 * :func:`time_grad_transform` - JAX's ``make_jaxpr(grad(f))``, timed (wall or CPU clock).
+* :func:`count_eqns` - the size of a jaxpr, nested jaxprs included.
 * :func:`run_with_timeout` - run a function in a fresh Python process with a hard timeout
   and report "did not return within T s" instead of hanging.
 
@@ -22,7 +23,9 @@ import sys
 import time
 from typing import Any, Callable, Iterable
 
-from .validate import check_choice, check_int, check_positive, check_timeout
+import jax
+
+from .validate import AD_MODES, check_choice, check_int, check_positive, check_timeout
 
 
 @dataclasses.dataclass
@@ -45,14 +48,13 @@ class Timing:
 
 def block(x):
     """Wait for JAX's asynchronous dispatch to finish (no-op for other values)."""
-    import jax
-
     return jax.block_until_ready(x)
 
 
 def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"):
     """Trace and transform ``jax.grad(f)`` at ``x`` (``jax.make_jaxpr``), timed; with
-    ``mode="forward"`` the forward-mode derivative ``jax.jvp(f, (x,), (1.0,))`` instead.
+    ``mode="forward_mode"`` the forward-mode derivative ``jax.jvp(f, (x,), (1.0,))`` instead
+    (``mode`` is one of :data:`trgad.validate.AD_MODES`; "forward" is a deprecated alias).
 
     Returns ``(seconds, closed_jaxpr)``: the minimum over ``repeats`` calls of ``clock``'s
     difference (``time.perf_counter``: wall time; ``time.process_time``: this process's CPU
@@ -63,10 +65,8 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
     This is JAX's counterpart of the keyed engine's transform: tracing plus the reverse-mode
     transform, no compilation.
     """
-    import jax
-
     repeats = check_int("repeats", repeats, 1)
-    mode = check_choice("mode", mode, ("reverse", "forward"))
+    mode = check_choice("mode", mode, AD_MODES)
     best, jaxpr = math.inf, None
     for _ in range(repeats):
         # A fresh function per repeat: make_jaxpr of the same function object is a cache hit
@@ -83,6 +83,41 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
             if was_enabled:
                 gc.enable()
     return best, jaxpr
+
+
+def count_eqns(jaxpr, nested=True):
+    """Number of equations in a jaxpr (a ``Jaxpr`` or ``ClosedJaxpr``).
+
+    With ``nested`` (default) every equation counts once at its own level, and the equations
+    of each sub-jaxpr held in an equation's parameters are added, recursively: the body of
+    ``jit``/``pjit``, the ``call_jaxpr`` of ``custom_vjp_call``/``custom_jvp_call``, the
+    bodies of ``scan`` and ``while``, every branch of ``cond``.  So ``jit(f)`` inside ``g``
+    counts 1 (the call) plus f's equations.  ``nested=False`` gives ``len(jaxpr.eqns)``.
+    """
+    root = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
+    if not nested:
+        return len(root.eqns)
+    total, stack = 0, [root]
+    while stack:
+        current = stack.pop()
+        total += len(current.eqns)
+        for eqn in current.eqns:
+            stack.extend(_sub_jaxprs(list(eqn.params.values())))
+    return total
+
+
+def _sub_jaxprs(values):
+    """The jaxprs among equation parameters (Jaxpr, ClosedJaxpr, or tuples of them)."""
+    found, todo = [], list(values)
+    while todo:
+        v = todo.pop()
+        if hasattr(v, "eqns"):
+            found.append(v)
+        elif hasattr(v, "jaxpr") and hasattr(v.jaxpr, "eqns"):
+            found.append(v.jaxpr)
+        elif isinstance(v, (tuple, list)):
+            todo.extend(v)
+    return found
 
 
 def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Timing:
@@ -184,7 +219,7 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     the child fails and ``error`` says so).  An :class:`trgad.InputError` raised in the child
     comes back as ``input_error`` (its one-line message).  The child gets this process's
     environment (and ``sys.path``), so it imports the same ``trgad``.  The time includes the
-    child's start-up and imports (about a second for JAX).  Raises InputError for a timeout
+    child's start-up and imports (JAX's among them).  Raises InputError for a timeout
     outside (0, TIMEOUT_MAX].
     """
     timeout = check_timeout(timeout)

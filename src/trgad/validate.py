@@ -8,6 +8,7 @@ lists them for the command line.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 
 
@@ -17,13 +18,20 @@ class InputError(ValueError):
 
 #: Differentiation back ends: JAX, or this project's keyed graph engine (:mod:`trgad.engine`).
 ENGINES = ("jax", "keyed")
+#: Modes of automatic differentiation: reverse mode (a VJP) and forward mode (a JVP).
+AD_MODES = ("reverse", "forward_mode")
+#: Names accepted for one release only, each mapped to its new name (:func:`check_choice`):
+#: "forward" named forward-mode AD before the primal pass and the staged step programs got
+#: names of their own.
+DEPRECATED_NAMES = {"forward": "forward_mode"}
 
 #: Largest inverse temperature: lnZ/N = 2 beta + ln Z~/N (trgad.ising), so 2 beta must be a
 #: finite float64.
 BETA_MAX = sys.float_info.max / 2
-#: Largest bond dimension: at chi = 32 the schedule and a staged gradient of 20 steps take
-#: about a minute on 2 cores; the SVD of a chi**2 x chi**2 matrix costs chi**6, so chi = 64
-#: would take about an hour (and a chi**4 tensor is 128 MB).
+#: Smallest bond dimension: one kept value would leave no bond to truncate.
+CHI_MIN = 2
+#: Largest bond dimension: the SVD of a chi**2 x chi**2 matrix costs chi**6, so doubling chi
+#: to 64 makes every step 64 times slower than at 32 (and a chi**4 tensor is 128 MB).
 CHI_MAX = 32
 #: Most TRG steps accepted.  Step i enters lnZ/N with weight 2**-i, so beyond about 55 steps
 #: (2**-53 = float64 resolution) further steps cannot change the result; 64 leaves a margin.
@@ -36,8 +44,7 @@ BUDGET_MAX = 3600.0
 REPEATS_MAX = 100
 #: Most operations of a mul chain (depth x fan-out): each keeps a value and a key of about
 #: 0.5 kB on the keyed engine (50 MB at the bound; fan-out 10**8 would need 50 GB before any
-#: timeout fired).  Time is capped separately by --timeout (JAX needs about 1 ms per
-#: operation to trace, transform and run; the keyed engine with interned keys 0.1 ms).
+#: timeout fired).  Time is capped separately by --timeout.
 CHAIN_MAX_OPS = 100_000
 
 
@@ -73,8 +80,9 @@ def _typed(raw, converted):
     return repr(raw.strip()) if isinstance(raw, str) else repr(converted)
 
 
-def _fmt(x):
-    """Shortest text for a bound that still means exactly that bound."""
+def format_bound(x):
+    """Shortest text for a bound that still means exactly that bound (``8.988465674311579e+307``
+    for :data:`BETA_MAX`, ``86400`` for :data:`TIMEOUT_MAX`): error messages and help texts."""
     return f"{x:g}" if float(f"{x:g}") == x else repr(x)
 
 
@@ -87,11 +95,11 @@ def check_range(name, value, low=None, high=None, why=""):
     bad = not math.isfinite(v) or (low is not None and v <= low) or (high is not None and v > high)
     if bad:
         if low is not None and high is not None:
-            allowed = f"in ({_fmt(low)}, {_fmt(high)}]"
+            allowed = f"in ({format_bound(low)}, {format_bound(high)}]"
         elif low is not None:
-            allowed = f"> {_fmt(low)}"
+            allowed = f"> {format_bound(low)}"
         elif high is not None:
-            allowed = f"<= {_fmt(high)}"
+            allowed = f"<= {format_bound(high)}"
         else:
             allowed = ""
         reason = f" ({why})" if why else ""
@@ -101,7 +109,7 @@ def check_range(name, value, low=None, high=None, why=""):
 
 
 def check_beta(beta):
-    """Inverse temperature (units of 1/J): a finite float in (0, BETA_MAX], BETA_MAX ~ 9e307."""
+    """Inverse temperature (units of 1/J): a finite float in (0, BETA_MAX]."""
     return check_range("beta", beta, 0.0, BETA_MAX, "2*beta must be a finite float64")
 
 
@@ -116,8 +124,8 @@ def check_positive(name, value, high=None, why=""):
 
 
 def check_chi(chi):
-    """Bond dimension: an integer in [2, CHI_MAX]."""
-    return check_int("chi", chi, 2, CHI_MAX)
+    """Bond dimension: an integer in [CHI_MIN, CHI_MAX]."""
+    return check_int("chi", chi, CHI_MIN, CHI_MAX)
 
 
 def check_steps(steps, high=MAX_STEPS):
@@ -136,10 +144,54 @@ def check_repeats(repeats, low=1):
 
 
 def check_choice(name, value, allowed):
-    """``value`` must be one of ``allowed`` (a sequence of strings)."""
+    """``value`` must be one of ``allowed`` (a sequence of strings); returns it.
+
+    A name of :data:`DEPRECATED_NAMES` whose new name is allowed is accepted and returned as
+    the new name (one release only).  Anything else raises InputError naming the value and
+    the choices.
+    """
+    new = DEPRECATED_NAMES.get(value) if isinstance(value, str) else None
+    if new is not None and new in allowed and value not in allowed:
+        return new
     if value not in allowed:
         raise InputError(f"{name}={value!r} is not known: choose one of {', '.join(allowed)}")
     return value
+
+
+def check_schedule(schedule):
+    """A truncation schedule: the number of singular values kept at each TRG step.
+
+    ``schedule`` must be a non-empty sequence (list, tuple, NumPy array, ...) of positive
+    integers, each a Python or NumPy integer (not a bool, a float such as 2.0 or a string
+    such as '2').  Returns it as a list of Python ints.  Raises InputError, one line naming
+    the schedule as given and what a schedule must be.
+    """
+    if isinstance(schedule, (str, bytes)) or not hasattr(schedule, "__len__") \
+            or not hasattr(schedule, "__iter__"):
+        raise InputError(f"schedule={schedule!r} is not a sequence: a schedule is a non-empty "
+                         f"sequence of integers >= 1, one per TRG step")
+    ks = list(schedule)
+    if not ks:
+        raise InputError(f"schedule={schedule!r} is out of range: at least one TRG step is needed")
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise InputError(f"schedule={_shown(ks)} is out of range: every entry must be an "
+                             f"integer >= 1 (got {k!r})")
+    return [int(k) for k in ks]
+
+
+def _shown(ks):
+    """A schedule's entries for a message: Python ints and floats as such, others by repr."""
+    return "[" + ", ".join(repr(int(k)) if isinstance(k, numbers.Integral) and not isinstance(k, bool)
+                           else repr(k) for k in ks) + "]"
+
+
+def check_order(order):
+    """Order of the derivatives wanted: 1 (lnZ/N and u) or 2 (also c), else InputError."""
+    if isinstance(order, bool) or order not in (1, 2):
+        raise InputError(f"order={order!r} is out of range: order must be 1 (lnZ/N and u) "
+                         f"or 2 (also c)")
+    return int(order)
 
 
 def check_engine(engine):
