@@ -1,11 +1,11 @@
-"""The benchmark (trgad.bench): five method rows with the figures the README reads, the
-values they time, growth with steps, and the command line."""
+"""The benchmark (trgad.bench): five rows with the figures the README reads, the values
+they time, growth with steps, and the command line."""
 import json
 
 import pytest
 
 import trgad
-from trgad import InputError, bench, modes, staged, timing, trg
+from trgad import InputError, bench, compiled, modes, staged, timing, trg
 
 
 @pytest.fixture(scope="module")
@@ -13,8 +13,10 @@ def small():
     return bench.run(chi=4, steps=5, beta=0.3, repeats=1, engine=False)
 
 
-def test_five_method_rows(small):
-    assert list(small["methods"]) == list(bench.METHODS)
+def test_five_rows(small):
+    assert list(small["methods"]) == list(bench.ROWS)
+    assert bench.ROWS == ("primal",) + tuple(m for m in bench.ROWS[1:] if m in modes.METHODS)
+    assert set(bench.ROWS[1:]) == set(modes.METHODS)
     for name, row in small["methods"].items():
         assert row["first_seconds"] > 0 and row["steady_seconds"] > 0 and row["temp_bytes"] >= 0, name
     st = small["methods"]["staged"]
@@ -24,89 +26,91 @@ def test_five_method_rows(small):
     assert st["residual_bytes"] > 0
 
 
-def test_ratios_and_old_keys(small):
-    for key in ("forward_first", "forward", "whole_first", "whole", "staged_first", "staged",
-                "whole_over_forward", "staged_over_whole", "staged_over_forward",
-                "staged_first_over_whole_first", "staged_compiled_programs"):
+def test_ratios(small):
+    for key in ("whole_over_primal", "staged_over_whole", "staged_over_primal",
+                "staged_first_over_whole_first", "checkpoint_first_over_primal_first",
+                "checkpoint_temp_over_whole_temp"):
         assert key in small, key
+    for old in ("forward_first", "forward", "whole_first", "staged", "staged_compiled_programs"):
+        assert old not in small, old                      # the rows hold these figures
     m = small["methods"]
-    assert small["forward_mode_over_forward"] == m["forward_mode"]["steady_seconds"] / m["forward_only"]["steady_seconds"]
+    assert small["forward_mode_over_primal"] == m["forward_mode"]["steady_seconds"] / m["primal"]["steady_seconds"]
     assert set(small["targets"]) == set(bench.TARGETS)
     for key, t in small["targets"].items():
         assert t["met"] == (t["value"] <= t["bound"])
 
 
 def test_staged_memory_counts_each_program_once():
-    staged.clear_cache()
+    compiled.clear()
     sched = trg.truncation_schedule(4, 8, 0.3)
     staged.value_and_grad_jax(0.3, sched)
     total_8, largest, n = bench.staged_memory()
     staged.value_and_grad_jax(0.3, sched + [4] * 8)        # more steps, no new shape
     assert bench.staged_memory() == (total_8, largest, n)
-    assert n == 2 * 3 + 4                                 # 3 shapes x (fwd, bwd) + init, trace
+    assert n == 2 * 3 + 4                                 # 3 shapes x (step, pullback) + init, trace
 
 
 def test_growth_rows_and_cap():
-    g = bench.growth([2, 3], chi=4, names=("forward_only", "staged"))
+    g = bench.growth([2, 3], chi=4, names=("primal", "staged"))
     assert [r["steps"] for r in g["staged"]["rows"]] == [2, 3] and g["staged"]["stopped_at"] is None
     for r in g["staged"]["rows"]:       # the staged peak is one program's, the sum all of them
         assert 0 < r["peak_temp_bytes"] <= r["temp_bytes"]
-    capped = bench.growth([2, 3], chi=4, names=("forward_only",), cap_seconds=1e-9)
-    assert [r["steps"] for r in capped["forward_only"]["rows"]] == [2]
-    assert capped["forward_only"]["stopped_at"] == 2
+    capped = bench.growth([2, 3], chi=4, names=("primal",), cap_seconds=1e-9)
+    assert [r["steps"] for r in capped["primal"]["rows"]] == [2]
+    assert capped["primal"]["stopped_at"] == 2
     with pytest.raises(InputError):
         bench.growth([2], names=("backward",))
 
 
 def test_second_order_costs_compiles_each_program_once(monkeypatch):
+    import jax
+
     sched = [2, 4]                                       # 2 steps: the exact 4-site torus
-    compiled, built = [], []
-    program = modes.program
-
-    def counting(method, order, schedule):
-        exe, seconds = program(method, order, schedule)
-        if seconds:                                      # 0.0 when the program was cached
-            compiled.append(method)
-        return exe, seconds
-
-    monkeypatch.setattr(modes, "program", counting)
-    Programs = staged._JaxPrograms
-    monkeypatch.setattr(staged, "_JaxPrograms", lambda: built.append(1) or Programs())
+    compiles = []
+    compile_ = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda self, *a, **k: compiles.append(1) or compile_(self, *a, **k))
+    alone = 0
+    for name in ("staged", "forward_mode"):              # each first call alone, from empty caches
+        compiled.clear()
+        modes.value_and_derivatives(0.3, sched, name, order=2)
+        alone, compiles[:] = alone + len(compiles), []
+    assert alone > 2
     out = bench.second_order_costs(0.3, sched, names=("staged", "forward"), repeats=2)
+    assert list(out) == ["staged", "forward_mode"]      # the deprecated alias, renamed
     c_exact = 0.3**2 * trgad.torus_exact(0.3, 2)["d2lnz"]
     for name, row in out.items():
         assert row["c"] == pytest.approx(c_exact, rel=1e-10), name
-    assert compiled == ["forward"] and built == [1]      # first calls only: no recompilation
+    assert len(compiles) == alone                        # first calls only: no recompilation
 
 
 def test_cli_bench_json_has_five_method_rows(cli):
     r = cli("bench", "--chi", "4", "--steps", "5", "--repeats", "1", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert list(out["methods"]) == list(bench.METHODS)
+    assert list(out["methods"]) == list(bench.ROWS)
     assert "engine_staged_ratio" in out and "targets" in out
 
 
-def test_format_is_the_summary(small):
-    text = bench.format(small)
-    assert all(name in text for name in bench.METHODS)
+def test_summary_names_every_row(small):
+    text = bench.summary(small)
+    assert all(name in text for name in bench.ROWS) and "target" in text
 
 
 def test_subset_of_methods_runs_only_those():
     out = bench.run(chi=4, steps=4, beta=0.3, repeats=1, engine=False,
-                    names=("forward_only", "whole", "staged"))
-    assert list(out["methods"]) == ["forward_only", "whole", "staged"]
+                    names=("primal", "whole", "staged"))
+    assert list(out["methods"]) == ["primal", "whole", "staged"]
     m = out["methods"]
     assert out["staged_over_whole"] == m["staged"]["steady_seconds"] / m["whole"]["steady_seconds"]
     assert out["staged_first_over_whole_first"] == m["staged"]["first_seconds"] / m["whole"]["first_seconds"]
     # ratios of methods that did not run are absent, and so are their targets
-    assert "forward_mode_over_forward" not in out and "checkpoint_temp_over_whole_temp" not in out
-    assert set(out["targets"]) == {"staged_over_forward"}
+    assert "forward_mode_over_primal" not in out and "checkpoint_temp_over_whole_temp" not in out
+    assert set(out["targets"]) == {"staged_over_primal"}
     text = bench.summary(out, targets=False)
     assert "target" not in text and "staged over whole" in text
     assert "target" in bench.summary(out)
     with pytest.raises(InputError):
-        bench.run(chi=4, steps=4, repeats=1, engine=False, names=("forward_only", "backward"))
+        bench.run(chi=4, steps=4, repeats=1, engine=False, names=("primal", "backward"))
     with pytest.raises(InputError):
         bench.methods(0.3, [2, 4], names=())
 
@@ -119,7 +123,7 @@ def test_rows_carry_the_values_they_timed(small):
     sched = small["schedule"]
     lnz, dlnz = whole.value_and_grad(0.3, sched)
     m = small["methods"]
-    assert m["forward_only"]["value"] == pytest.approx([lnz], rel=1e-13)
+    assert m["primal"]["value"] == pytest.approx([lnz], rel=1e-13)
     assert m["whole"]["value"] == pytest.approx([lnz, dlnz], rel=1e-13)
     for name in ("staged", "checkpoint", "forward_mode"):
         assert m[name]["value"] == pytest.approx([lnz, dlnz], rel=1e-11), name

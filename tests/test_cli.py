@@ -26,7 +26,7 @@ def test_trg_json_keys_and_values(cli):
     assert out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[4][4], rel=1e-12)
 
 
-@pytest.mark.parametrize("method", ["whole", "staged", "forward", "checkpoint"])
+@pytest.mark.parametrize("method", ["whole", "staged", "forward_mode", "checkpoint", "forward"])
 def test_trg_every_method_json_with_exact_specific_heat(cli, method):
     from trgad import exact
 
@@ -34,7 +34,8 @@ def test_trg_every_method_json_with_exact_specific_heat(cli, method):
     assert r.returncode == 0, r.stderr
     out = strict_json(r.stdout)
     ex = exact.torus_exact(0.3, 3)
-    assert out["method"] == method and out["c_method"] == "exact"
+    # "forward" is the deprecated alias of forward_mode (accepted for one release)
+    assert out["method"] == ("forward_mode" if method == "forward" else method) and out["c_method"] == "exact"
     assert abs(out["u"] + ex["dlnz"]) < 1e-12
     assert abs(out["c"] - 0.09 * ex["d2lnz"]) < 1e-12
 
@@ -136,8 +137,9 @@ def test_no_command_and_unknown_command(cli):
 def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
     from trgad import modes
 
-    def nan_u(beta, schedule, method, order=1):
-        return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "compile_seconds": 0.0}
+    def nan_u(beta, schedule, method, order=1, c_method="exact"):
+        return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "fd_step": None,
+                "compile_seconds": 0.0}
 
     monkeypatch.setattr(modes, "value_and_derivatives", nan_u)
     assert trgad_cli.main(["trg", "--steps", "2", "--beta", "0.25", "--json"]) == 4
@@ -163,3 +165,27 @@ def test_beta_max_is_the_largest_beta_with_finite_2_beta():
     assert math.isfinite(2 * validate.BETA_MAX)
     assert 2 * math.nextafter(validate.BETA_MAX, math.inf) == math.inf
     assert validate.check_beta(validate.BETA_MAX) == validate.BETA_MAX
+
+
+@pytest.mark.parametrize("command", ["trg", "chain", "probe", "bench"])
+def test_help_takes_its_ranges_from_validate(command, capsys):
+    with pytest.raises(SystemExit):
+        trgad_cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--json" in text                               # every command: the shared parent
+    if command in ("trg", "bench"):
+        assert f"(0, {validate.format_bound(validate.BETA_MAX)}]" in text
+        assert f"[{validate.CHI_MIN}, {validate.CHI_MAX}]" in text and f"[1, {validate.MAX_STEPS}]" in text
+    if command != "bench":
+        assert f"(0, {validate.format_bound(validate.TIMEOUT_MAX)}]" in text and "structural" in text
+    if command == "chain":
+        assert f"<= {validate.CHAIN_MAX_OPS}" in text
+    if command == "probe":
+        assert f"(0, {validate.format_bound(validate.BUDGET_MAX)}]" in text
+    if command == "bench":
+        assert f"[1, {validate.REPEATS_MAX}]" in text
+
+
+def test_format_bound_is_exact():
+    assert float(validate.format_bound(validate.BETA_MAX)) == validate.BETA_MAX
+    assert validate.format_bound(86400.0) == "86400" and validate.format_bound(0.3) == "0.3"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64 for JAX)
-from trgad import chain, keys, rules, svd, trg, whole
+from trgad import chain, keyed_trg, keys, rules, svd, trg, whole
 from trgad import engine as keyed
 from trgad.validate import InputError
 
@@ -45,7 +45,7 @@ def test_programs_are_identical_across_key_strategies():
         progs = []
         for strategy in ("structural", "interned"):
             b = keyed.leaf(0.3, strategy)
-            progs.append(keyed.grad(trg.lnz_per_site(b, schedule, ops=whole.KeyedOps(strategy)), b).program)
+            progs.append(keyed.grad(trg.lnz_per_site(b, schedule, ops=keyed_trg.KeyedOps(strategy)), b).program)
         assert progs[0] == progs[1]
         assert len(progs[0]) > 50
 
@@ -62,7 +62,7 @@ def test_trg_gradient_equals_jax(steps):
     schedule, lnz, dlnz = jax_reference(steps)
     # structural keys at 3 steps take seconds (that is the point); 1-2 steps suffice here
     for strategy in ("interned", "structural") if steps < 3 else ("interned",):
-        r = whole.trg_whole(0.3, schedule, keys=strategy)
+        r = keyed_trg.trg_whole(0.3, schedule, keys=strategy)
         assert r["lnz_per_site"] == pytest.approx(lnz, rel=1e-13)
         assert r["u"] == pytest.approx(-dlnz, rel=1e-12)
         assert r["derivative_ops"] > 0 and r["key_visits"] > 0 and r["run_seconds"] >= 0
@@ -72,8 +72,8 @@ def test_structural_trg_costs_more_than_interned_and_grows_fast():
     per_step = []
     for steps in (1, 2):
         schedule = trg.truncation_schedule(16, steps, 0.3)
-        s = whole.trg_whole(0.3, schedule, keys="structural")["key_visits"]
-        i = whole.trg_whole(0.3, schedule, keys="interned")["key_visits"]
+        s = keyed_trg.trg_whole(0.3, schedule, keys="structural")["key_visits"]
+        i = keyed_trg.trg_whole(0.3, schedule, keys="interned")["key_visits"]
         per_step.append(s)
         assert s > 5 * i
     assert per_step[1] / per_step[0] > 8      # base of one TRG step is far above 2
@@ -184,8 +184,8 @@ def test_bad_input_raises_one_line_input_errors():
         lambda: keyed.jvp([x * 2.0], keyed.leaf(np.ones(2)), np.ones((3, 3))),
         lambda: keyed.jvp_eager([x * 2.0], x, "abc"),
         lambda: keyed.vjp([keyed.leaf(np.ones(2)) * x], x, [np.ones((2, 3))]),
-        lambda: whole.trg_whole(0.3, [], keys="structural"),
-        lambda: whole.trg_whole(-1.0, [2], keys="structural"),
+        lambda: keyed_trg.trg_whole(0.3, [], keys="structural"),
+        lambda: keyed_trg.trg_whole(-1.0, [2], keys="structural"),
     ]
     for case in cases:
         with pytest.raises(InputError) as info:
@@ -194,7 +194,7 @@ def test_bad_input_raises_one_line_input_errors():
 
 
 def test_keyed_ops_runs_the_same_trg_code():
-    ops = whole.KeyedOps("interned")
+    ops = keyed_trg.KeyedOps("interned")
     assert ops.name == "keyed-interned"
     T = trgad.ising.initial_tensor(keyed.leaf(0.3, "interned"), ops)
     assert isinstance(T, keyed.Value) and T.shape == (2, 2, 2, 2)
@@ -209,7 +209,7 @@ def test_expm1_is_accurate_near_zero_and_in_keyed_ops():
     y = keyed.expm1(keyed.leaf(x0))
     np.testing.assert_array_equal(y.data, np.expm1(x0))       # exp(x) - 1 would lose all digits
     assert y.data[0] != np.exp(1e-12) - 1.0
-    assert whole.KeyedOps("structural").expm1 is keyed.expm1
+    assert keyed_trg.KeyedOps("structural").expm1 is keyed.expm1
     x = keyed.leaf(x0)                        # d expm1 / dx = exp(x), both modes
     y = keyed.expm1(x * 2.0)
     np.testing.assert_allclose(keyed.vjp([y], x, [np.ones(3)]).run(), 2 * np.exp(2 * x0), rtol=1e-15)
@@ -364,19 +364,19 @@ def test_svd_tangent_rule_is_wired_slot_by_slot(form, monkeypatch):
 def test_trg_tangent_equals_jax_gradient(form):
     schedule, lnz, dlnz = jax_reference(2)
     b = keyed.leaf(0.3, "interned")
-    y = trg.lnz_per_site(b, schedule, ops=whole.KeyedOps("interned"))
+    y = trg.lnz_per_site(b, schedule, ops=keyed_trg.KeyedOps("interned"))
     [t] = FORMS[form]([y], b, 1.0).run()
     assert float(t) == pytest.approx(dlnz, rel=1e-10)
 
 
-@pytest.mark.parametrize("engine,mode", [("keyed", "reverse"), ("keyed", "forward"), ("keyed", "forward_eager"),
-                                         ("jax", "reverse"), ("jax", "forward")])
+@pytest.mark.parametrize("engine,mode", [("keyed", "reverse"), ("keyed", "forward_mode"), ("keyed", "forward_eager"),
+                                         ("jax", "reverse"), ("jax", "forward_mode"), ("keyed", "forward")])
 def test_chain_run_modes_give_the_same_row_fields(engine, mode):
     import json
 
     out = chain.run(8, 2, engine=engine, keys="interned", x0=1.9, mode=mode)
     json.dumps(out)
-    assert out["mode"] == mode
+    assert out["mode"] == ("forward_mode" if mode == "forward" else mode)   # "forward": deprecated alias
     assert out["grad"] == pytest.approx(chain.analytic_grad(8, 2, 1.9), rel=1e-12)
     assert out["derivative_ops"] > 0 and out["transform_seconds"] >= 0
     if engine == "keyed":

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64 for JAX)
-from trgad import chain, keys, staged, trg, whole
+from trgad import chain, keyed_trg, keys, trg
 from trgad import engine as keyed
 
 
@@ -70,8 +70,8 @@ def key_pairs(strategy):
         early = keys.make_key(strategy, "sub", (), [left, right])
         pairs += [(y.key, copy), (y.key, y.key), (y.key, other.key), (y.key, late), (y.key, early)]
     b = keyed.leaf(0.3, strategy)
-    T = trgad.ising.initial_tensor(b, whole.KeyedOps(strategy))
-    T_next, ln = trg.trg_step(T, 2, whole.KeyedOps(strategy))            # an SVD: three slots
+    T = trgad.ising.initial_tensor(b, keyed_trg.KeyedOps(strategy))
+    T_next, ln = trg.trg_step(T, 2, keyed_trg.KeyedOps(strategy))            # an SVD: three slots
     pairs += [(T_next.key, keys.rebuild_key(T_next.key)), (ln.key, keys.rebuild_key(ln.key))]
     return pairs
 
@@ -276,9 +276,9 @@ def test_interning_table_stays_flat_over_repeated_runs():
         assert r["grad"] == pytest.approx(2.0 ** 20, rel=1e-12)
         schedule = trg.truncation_schedule(16, 3, 0.3)
         for _ in range(2):
-            staged.value_and_grad_engine(0.3, schedule, keys="interned")
+            keyed_trg.value_and_grad_engine(0.3, schedule, keys="interned")
             sizes.append(keys.interned_count())
-            whole.trg_whole(0.3, schedule[:2], keys="interned")
+            keyed_trg.trg_whole(0.3, schedule[:2], keys="interned")
             sizes.append(keys.interned_count())
         assert sizes == [base] * len(sizes)
     finally:

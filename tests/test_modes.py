@@ -7,7 +7,7 @@ import jax
 import pytest
 
 import trgad
-from trgad import InputError, modes, staged, trg
+from trgad import InputError, compiled, modes, staged, trg
 
 BETA = 0.3
 
@@ -39,7 +39,7 @@ def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     assert abs(ref - trgad.onsager(BETA)["c"]) < 1e-3
 
 
-@pytest.mark.parametrize("method", ["checkpoint", "forward"])
+@pytest.mark.parametrize("method", ["checkpoint", "forward_mode"])
 def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20):
     # checkpoint: the norm saved by the checkpoint policy keeps the recomputed SVD's basis
     # (without it u was 8e-7 off here)
@@ -69,9 +69,9 @@ def test_staged_fd_is_still_available():
 
 def test_compile_seconds_only_on_the_first_call():
     sched = (2, 4)
-    modes.clear_caches()
-    first = modes.value_and_derivatives(BETA, sched, "forward")
-    again = modes.value_and_derivatives(BETA, sched, "forward")
+    compiled.clear()
+    first = modes.value_and_derivatives(BETA, sched, "forward_mode")
+    again = modes.value_and_derivatives(BETA, sched, "forward_mode")
     assert first["compile_seconds"] > 0 and again["compile_seconds"] == 0.0
     assert modes.value_and_derivatives(BETA, sched, "staged")["compile_seconds"] is None
 
@@ -108,7 +108,7 @@ def test_jet_has_no_svd_rule():
 
 
 def test_extreme_beta_gives_c_zero_not_nan():
-    r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward", order=2)
+    r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward_mode", order=2)
     assert r["c"] == 0.0 and r["u"] == -2.0
 
 
@@ -131,3 +131,34 @@ def test_program_gives_memory_figures():
     assert exe.memory_analysis().temp_size_in_bytes >= 0
     lnz, dlnz, d2 = exe(BETA)
     assert d2 is None and math.isfinite(float(dlnz))
+
+
+def test_forward_is_a_deprecated_alias_of_forward_mode():
+    r = modes.value_and_derivatives(BETA, [2, 4], "forward")
+    assert r["method"] == "forward_mode"
+    assert modes.check_method("forward") == "forward_mode" and "forward" not in modes.METHODS
+
+
+def test_named_norm_ops_tag_the_norm_and_keep_the_values():
+    import jax.numpy as jnp
+    import numpy as np
+
+    ops = modes.named_norm_ops()
+    T = jnp.asarray(np.random.default_rng(0).normal(size=(2, 2, 2, 2)))
+    assert float(ops.norm(T)) == float(trg.JAX.norm(T)) and ops.norm is not trg.JAX.norm
+    assert trg.JAX.norm is jnp.linalg.norm                  # the shared back end is untouched
+    jaxpr = jax.make_jaxpr(ops.norm)(T)
+    names = [e.params.get("name") for e in jaxpr.jaxpr.eqns if e.primitive.name == "name"]
+    assert names == [modes.NORM_NAME]
+
+
+def test_clear_forgets_every_compiled_program():
+    modes.value_and_derivatives(BETA, (2, 4), "whole")
+    staged.value_and_grad_jax(BETA, (2, 4))
+    assert compiled.sizes()["modes"] > 0 and compiled.sizes()["staged"] > 0
+    saved = compiled.snapshot()
+    compiled.clear()
+    assert set(compiled.sizes().values()) == {0} and staged.compiled_shapes() == []
+    assert modes.value_and_derivatives(BETA, (2, 4), "whole")["compile_seconds"] > 0
+    compiled.restore(saved)
+    assert staged.compiled_shapes() == [(2, 2), (2, 4)]

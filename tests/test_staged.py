@@ -1,19 +1,20 @@
 """Staged differentiation (one VJP per TRG step): values against the whole graph, the keyed
-engine, the exact small tori and Onsager; no NaN deep or near beta_c; the command line."""
+engine (trgad.keyed_trg), the exact small tori and Onsager; no NaN deep or near beta_c; the
+command line."""
 import json
 import math
 
 import pytest
 
 import trgad
-from trgad import recorded, staged, trg, whole
+from trgad import compiled, keyed_trg, modes, recorded, staged, trg, whole
 
 BETA = 0.3
 
 
 @pytest.fixture(scope="module")
 def staged20(schedule20):
-    staged.clear_cache()      # other test files compile other shapes (e.g. at extreme beta)
+    compiled.clear()          # other test files compile other shapes (e.g. at extreme beta)
     return staged.value_and_grad_jax(BETA, schedule20)
 
 
@@ -45,11 +46,11 @@ def test_full_size_steps_follow_the_input_bond_dimension(schedule20):
     assert staged.full_size_steps([2]) == [0]
 
 
-def test_engine_per_step_rows_carry_forward_time():
-    r = staged.value_and_grad_engine(BETA, trg.truncation_schedule(16, 5, BETA))
+def test_engine_per_step_rows_carry_primal_time():
+    r = keyed_trg.value_and_grad_engine(BETA, trg.truncation_schedule(16, 5, BETA))
     steps = [row for row in r["per_step"] if row["stage"].startswith("step")]
-    assert len(steps) == 5 and all(row["forward_seconds"] > 0 for row in steps)
-    assert sum(row["forward_seconds"] for row in steps) <= r["forward_seconds"]
+    assert len(steps) == 5 and all(row["primal_seconds"] > 0 for row in steps)
+    assert sum(row["primal_seconds"] for row in steps) <= r["primal_seconds"]
 
 
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
@@ -63,7 +64,7 @@ def test_staged_matches_exact_torus(steps):
 def test_staged_jax_equals_staged_engine():
     sched = trg.truncation_schedule(16, 8, BETA)
     lnz, dlnz = staged.value_and_grad_jax(BETA, sched)
-    r = staged.value_and_grad_engine(BETA, sched, keys="structural")
+    r = keyed_trg.value_and_grad_engine(BETA, sched, keys="structural")
     assert r["lnz_per_site"] == pytest.approx(lnz, abs=1e-11)
     assert r["dlnz"] == pytest.approx(dlnz, abs=1e-11)
     # every step's transform sees one step only: the same key visits per (16, 16) step
@@ -75,12 +76,6 @@ def test_specific_heat_close_to_onsager(schedule20):
     c = staged.specific_heat(BETA, schedule20)
     assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
     assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source report's c
-
-
-def test_specific_heat_autodiff_matches_exact_torus():
-    # reverse-over-reverse through the truncated-SVD rule, 3 steps = the exact 8-site torus
-    c = staged.specific_heat_autodiff(BETA, trg.truncation_schedule(16, 3, BETA))
-    assert c == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"], rel=1e-10)
 
 
 def test_no_nan_deep_and_near_critical_point():
@@ -98,31 +93,40 @@ def test_bad_input():
         staged.value_and_grad_jax(-1.0, [2])
     with pytest.raises(trgad.InputError):
         staged.value_and_grad_jax(BETA, [])
-    with pytest.raises(trgad.InputError):
-        staged.run(BETA, [2], engine="torch")
+    with pytest.raises(trgad.InputError, match="order=3"):
+        keyed_trg.staged_derivatives(BETA, [2], order=3)
     with pytest.raises(trgad.InputError):
         staged.specific_heat(BETA, [2], h=1.0)
+    with pytest.raises(trgad.InputError):
+        keyed_trg.specific_heat(BETA, [2], h=1.0)
     with pytest.raises(trgad.InputError, match=r"schedule=\[2, 0\]"):
         staged.value_and_grad_jax(BETA, [2, 0])
     with pytest.raises(trgad.InputError):
-        staged.value_and_grad_engine(BETA, [2], keys="pointer")
+        keyed_trg.value_and_grad_engine(BETA, [2], keys="pointer")
 
 
-def test_run_with_specific_heat_names_its_step():
-    out = staged.run(BETA, [2, 4, 4], with_specific_heat=True, c_method="fd")
+@pytest.mark.parametrize("engine", ["jax", "keyed"])
+def test_fd_specific_heat_names_its_step(engine):
+    c_exact = BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]
+    if engine == "jax":
+        out = modes.value_and_derivatives(BETA, [2, 4, 4], "staged", order=2, c_method="fd")
+        assert modes.value_and_derivatives(BETA, [2], "staged")["c"] is None
+    else:
+        out = keyed_trg.staged_derivatives(BETA, [2, 4, 4], order=2)
+        assert keyed_trg.staged_derivatives(BETA, [2])["c"] is None
+        assert out["keys"] == "structural" and out["key_visits"] > 0
     assert out["fd_step"] == staged.FD_STEP          # the source report's h at beta = 0.3
     assert out["c_method"] == "fd"
-    assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"], rel=1e-6)
-    assert staged.run(BETA, [2])["c"] is None
+    assert out["c"] == pytest.approx(c_exact, rel=1e-6)
+    assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
 
 
-def test_run_exact_specific_heat_is_the_default():
-    out = staged.run(BETA, [2, 4, 4], with_specific_heat=True)
-    assert out["c_method"] == "exact" and "fd_step" not in out
+def test_exact_specific_heat_is_the_default():
+    out = modes.value_and_derivatives(BETA, [2, 4, 4], "staged", order=2)
+    assert out["c_method"] == "exact" and out["fd_step"] is None
     assert abs(out["c"] - BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]) < 1e-12
     assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
-    with pytest.raises(trgad.InputError, match="c_method='exact' needs engine='jax'"):
-        staged.run(BETA, [2], engine="keyed", with_specific_heat=True)
+    assert staged.specific_heat_exact(BETA, [2, 4, 4]) == out["c"]
 
 
 @pytest.mark.parametrize("steps", [1, 3, 4])
@@ -134,7 +138,7 @@ def test_staged_second_derivative_matches_exact_torus(steps):
 
 
 def test_second_order_programs_per_shape():
-    staged.clear_cache()
+    compiled.clear()
     staged.value_grad_hess_jax(BETA, [2, 4, 4, 16, 16, 16])
     assert staged.compiled_second_order_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
     assert staged.compiled_shapes() == []
@@ -171,8 +175,30 @@ def test_cli_staged_engine_json(cli):
     (["--method", "staged", "--keys", "nope"], "keys='nope'"),
     (["--method", "whole", "--c-method", "fd"], "--c-method fd needs --method staged"),
     (["--method", "staged", "--c-method", "taylor"], "c-method='taylor'"),
+    (["--method", "forward_mode", "--engine", "keyed"], "method='forward_mode' needs --engine jax"),
     (["--method", "forward", "--engine", "keyed"], "method='forward' needs --engine jax"),
     (["--method", "staged", "--engine", "keyed", "--specific-heat"], "--c-method fd"),
 ])
 def test_cli_bad_method_is_one_line_exit_2(cli, args, needle):
     cli.assert_error(cli("trg", "--steps", "2", *args), 2, needle)
+
+
+def test_step_programs_are_public_and_shared():
+    # what the staged chapter times: one step's programs and the forward pass's residuals
+    compiled.clear()
+    sched = [2, 4, 4, 4]
+    stages = staged.step_residuals(BETA, sched)
+    assert [tuple(T.shape) for T, _ in stages] == [(2,) * 4, (2,) * 4, (4,) * 4, (4,) * 4]
+    step, pullback = staged.step_programs(4, 4)
+    assert staged.step_programs(4, 4) == (step, pullback)        # built once per (D, k)
+    (T_next, ln), res = step(stages[-1][0])
+    assert len(res) == len(stages[-1][1]) and all((a == b).all() for a, b in zip(res, stages[-1][1]))
+    # the pullback of (Tbar, 1) is the VJP of the step, against jax.vjp of trg_step itself
+    import jax
+    ct = (jax.numpy.ones_like(T_next), jax.numpy.asarray(1.0))
+    _, vjp = jax.vjp(lambda t: trg.trg_step(t, 4, trg.JAX), stages[-1][0])
+    assert abs(pullback(res, ct) - vjp(ct)[0]).max() < 1e-12
+    # compiled only as called: the init's and 3 shapes' step programs, the (4, 4) pullback
+    assert len(staged.executables()) == 1 + 3 + 1
+    lnz, _ = staged.value_and_grad_jax(BETA, sched)
+    assert lnz == pytest.approx(whole.value_and_grad(BETA, sched)[0], abs=1e-13)

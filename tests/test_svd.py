@@ -330,6 +330,31 @@ def test_resolvent_equals_linear_solves_and_its_derivative_equals_finite_differe
     assert float(jax.grad(jax.grad(loss))(0.0)) == pytest.approx(fd2(loss_oracle, h=1e-4), rel=1e-5)
 
 
+@pytest.mark.parametrize("xp", [np, jnp], ids=["numpy", "jax"])
+def test_frozen_solves_invert_their_operators(xp):
+    # the split rule's four solvers, against the operators they invert (dense NumPy algebra)
+    rng = np.random.default_rng(3)
+    k, m, n, r = 3, 7, 6, 4
+    s = np.array([1.0, 0.6, 0.3])
+    U_d = np.linalg.qr(rng.normal(size=(m, r)))[0]
+    V_d = np.linalg.qr(rng.normal(size=(n, r)))[0]
+    w = np.array([0.5, 0.2, 0.1, 0.05])                  # no w**2 equals an s_i**2
+    A_left, A_right = U_d @ np.diag(w**2) @ U_d.T, V_d @ np.diag(w**2) @ V_d.T
+    cast = (lambda a: a) if xp is np else jnp.asarray
+    inv, lyap, left, right = svd.frozen_solves(
+        xp, cast(np.diag(s)), cast(s), lambda Z: cast(A_left) @ Z, lambda Z: cast(A_right) @ Z,
+        cast(U_d), cast(V_d), cast(w))
+    S = np.diag(s)
+    Z, Q = rng.normal(size=(k, 5)), rng.normal(size=(k, k))
+    RL, RR = rng.normal(size=(m, k)), rng.normal(size=(n, k))
+    assert np.allclose(S @ np.asarray(inv(cast(Z))), Z, atol=1e-13)
+    X = np.asarray(lyap(cast(Q)))
+    assert np.allclose(S @ X + X @ S, Q, atol=1e-13)
+    XL, XR = np.asarray(left(cast(RL))), np.asarray(right(cast(RR)))
+    assert np.allclose(XL @ S @ S - A_left @ XL, RL, atol=1e-12)
+    assert np.allclose(XR @ S @ S - A_right @ XR, RR, atol=1e-12)
+
+
 # ---- the TRG under every transform ---------------------------------------------------------
 
 def test_every_transform_of_lnz_agrees_and_matches_exact_enumeration():

@@ -3,29 +3,33 @@
 The package behind the book.  Importing it switches JAX to float64 (``jax_enable_x64``),
 which every result here needs, and limits NumPy's BLAS to one thread.
 
-The rooms, one concept per module:
+The rooms, one concept per module, in four layers; imports only point down the list, never
+up or round a circle (``tests/test_layers.py`` checks it):
 
-* **Core** - the physics and its derivatives.
+* **Front ends** - :mod:`~trgad.cli` (``python -m trgad``) and :mod:`~trgad.bench` (every
+  mode timed in one run).
+* **Engine side** - a graph engine whose transform fails like tenferro-rs 0.8.0's.
+  :mod:`~trgad.keys` (value keys, their walks and the visit counter),
+  :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's
+  rules), :mod:`~trgad.program` (derivative programs), :mod:`~trgad.keyed_trg` (the TRG on
+  the engine: the whole graph and the staged fix), :mod:`~trgad.chain` (the mul chain),
+  :mod:`~trgad.probe` (does a transform grow exponentially with depth?).
+* **JAX core** - the physics and its derivatives.
   :mod:`~trgad.ising` (the site tensor whose contraction is Z),
   :mod:`~trgad.trg` (Levin-Nave TRG, written once for JAX, NumPy and the keyed engine),
   :mod:`~trgad.svd` (truncated SVD and balanced split with rules exact on degenerate spectra),
   :mod:`~trgad.whole` (one derivative of the whole graph), :mod:`~trgad.staged` (one VJP
-  per step, and the exact staged second derivative; :mod:`~trgad.staged_keyed` on the keyed
-  engine), :mod:`~trgad.modes` (every mode of differentiation behind one entry point:
-  whole, staged, forward, checkpoint), :mod:`~trgad.params` (gradients in many parameters,
-  reverse against forward mode), :mod:`~trgad.transition` (c(beta) across the
-  transition), :mod:`~trgad.exact` (exact small tori, Kaufman's L x L torus and Onsager:
-  the oracles).
-* **Engine side** - a graph engine whose transform fails like tenferro-rs 0.8.0's.
-  :mod:`~trgad.keys` (value keys, their walks and the visit counter),
-  :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's
-  rules), :mod:`~trgad.program` (derivative programs), :mod:`~trgad.chain` (the mul chain),
-  :mod:`~trgad.probe` with :mod:`~trgad.verdict` and :mod:`~trgad.userstep` (does a
-  transform grow exponentially with depth?).
-* **Support** - :mod:`~trgad.timing`, :mod:`~trgad.validate`, :mod:`~trgad.caps` (every
-  demonstration's limits), :mod:`~trgad.recorded` (figures recorded elsewhere, labelled),
-  :mod:`~trgad.show` (numbers and tables in the chapters), :mod:`~trgad.bench`,
-  :mod:`~trgad.cli`.
+  per step, and the exact staged second derivative), :mod:`~trgad.modes` (every mode of
+  differentiation behind one entry point: whole, staged, forward_mode, checkpoint),
+  :mod:`~trgad.params` (gradients in many parameters, reverse against forward mode),
+  :mod:`~trgad.transition` (c(beta) across the transition), :mod:`~trgad.exact` (exact
+  small tori, Kaufman's L x L torus and Onsager: the oracles).
+* **Support** - :mod:`~trgad.validate` (input checks and their ranges), :mod:`~trgad.caps`
+  (every demonstration's limits), :mod:`~trgad.timing` (timing, time caps, jaxpr sizes),
+  :mod:`~trgad.compiled` (the registry of compiled programs), :mod:`~trgad.show` (numbers
+  and tables in the chapters), :mod:`~trgad.recorded` (figures recorded elsewhere,
+  labelled), :mod:`~trgad.verdict` and :mod:`~trgad.userstep` (the probe's rule and a
+  user's step function).
 """
 import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -38,9 +42,10 @@ from .svd import balanced_split, truncated_svd  # noqa: E402
 from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .validate import InputError  # noqa: E402
 
-# NumPy's and SciPy's OpenBLAS run single-threaded: on the 2-core machines this book is
-# built on, two BLAS threads made a 256 x 256 np.linalg.svd about 18x slower (344 ms
-# against 19 ms) once another process shared the cores.  JAX's XLA kernels are not affected by this limit.
+# NumPy's and SciPy's OpenBLAS run single-threaded: on a machine whose few cores other
+# processes share, two BLAS threads made a 256 x 256 np.linalg.svd many times slower (a
+# thread that waits for a busy core holds up the other).  JAX's XLA kernels are not
+# affected by this limit.
 _threadpool_limits(1, user_api="blas")
 
 __all__ = [

@@ -1,66 +1,75 @@
 """The benchmark: every mode of differentiation of the TRG, one process, one run.
 
 All figures come from one process, so their ratios are meaningful even on a noisy, shared
-machine; absolute times are not.  ``python -m trgad bench`` prints them.  The methods are
-those of :mod:`trgad.modes` at first order (lnZ/N and u), plus the forward pass alone:
+machine; absolute times are not.  ``python -m trgad bench`` prints them.  The rows
+(:data:`ROWS`) are the modes of :mod:`trgad.modes` at first order (lnZ/N and u), plus the
+primal pass as the yardstick:
 
-* ``forward_only`` - ``jax.jit(lnZ/N)``, no derivative (the yardstick);
+* ``primal`` - ``jax.jit(lnZ/N)``: lnZ/N alone, no derivative;
 * ``whole`` - ``jax.jit(jax.value_and_grad(lnZ/N))`` of the whole graph;
-* ``staged`` - one VJP per step (:mod:`trgad.staged`), programs compiled per (D, k);
+* ``staged`` - one VJP per step (:mod:`trgad.staged`), step and pullback programs compiled
+  per (D, k);
 * ``checkpoint`` - ``jax.value_and_grad`` through the checkpointed ``lax.scan``
   (:func:`trgad.modes.lnz_checkpointed`);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
-For each: ``first_seconds`` (first call with empty caches: tracing, compilation and the
-run), ``steady_seconds`` (minimum of ``repeats`` calls after one warm-up) and
-``temp_bytes`` (XLA's temporary memory, ``compiled.memory_analysis().temp_size_in_bytes``).
+The derivative rows run the programs of :func:`trgad.modes.program` and
+:func:`trgad.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
+with empty caches, :func:`trgad.compiled.clear`: tracing, compilation and the run),
+``steady_seconds`` (minimum of ``repeats`` calls after one warm-up) and ``temp_bytes``
+(XLA's temporary memory, ``compiled.memory_analysis().temp_size_in_bytes``).
 """
 from __future__ import annotations
 
 import time
 
-from . import modes, staged, trg, whole
-from .timing import Sweep, block, capped_sweep, time_call
-from .validate import InputError, check_beta, check_chi, check_positive, check_repeats, check_steps
+import jax
 
-#: The rows of ``run(...)["methods"]``, in order.
-METHODS = ("forward_only", "whole", "staged", "checkpoint", "forward_mode")
+from . import compiled, keyed_trg, modes, staged, trg, whole
+from .timing import Sweep, block, capped_sweep, time_call
+from .validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
+                       check_schedule, check_steps)
+
+#: The rows of ``run(...)["methods"]``, in order: the primal pass, then the four modes of
+#: :data:`trgad.modes.METHODS` at first order.
+ROWS = ("primal", "whole", "staged", "checkpoint", "forward_mode")
 #: The benchmark's targets, ``ratio name: upper bound``; each ratio is a quotient of two
 #: figures of one run (:func:`run` defines them; README's benchmark section shows them).
 TARGETS = {
-    "checkpoint_first_over_forward_first": 2.0,
-    "forward_mode_over_forward": 2.0,
+    "checkpoint_first_over_primal_first": 2.0,
+    "forward_mode_over_primal": 2.0,
     "checkpoint_temp_over_whole_temp": 0.25,
-    "staged_over_forward": 1.3,
+    "staged_over_primal": 1.3,
 }
 
 
-def _aot(fn, beta):
-    """``jax.jit(fn)`` compiled for a float64 scalar: (executable, seconds it took)."""
-    import jax
+def _program(name, ks):
+    """The compiled executable of row ``name`` (not staged): the primal pass
+    ``jit(lnZ/N)``, or the first-order program of :func:`trgad.modes.program`."""
+    if name == "primal":
+        return jax.jit(whole.lnz_fn(ks)).lower(0.3).compile()
+    return modes.program(name, 1, ks)[0]
 
+
+def _first_call(name, beta, ks):
+    """Row ``name``'s first call (compile whatever is not cached, then run once):
+    (the call, as a function of no arguments; its seconds; the executable, None for staged)."""
     t0 = time.perf_counter()
-    exe = jax.jit(fn).lower(float(beta)).compile()
-    return exe, time.perf_counter() - t0
-
-
-def _row(first, steady, temp, **extra):
-    return dict({"first_seconds": first, "steady_seconds": steady, "temp_bytes": int(temp)}, **extra)
-
-
-def _first(fn, beta):
-    """Compile ``fn`` (from empty caches) and call it once: (executable, seconds for both)."""
-    t0 = time.perf_counter()
-    exe, _ = _aot(fn, beta)
+    if name == "staged":
+        staged.value_and_grad_jax(beta, ks)
+        return (lambda: staged.value_and_grad_jax(beta, ks)), time.perf_counter() - t0, None
+    exe = _program(name, ks)
     block(exe(beta))
-    return exe, time.perf_counter() - t0
+    return (lambda: exe(beta)), time.perf_counter() - t0, exe
 
 
-def _one_program(fn, beta, repeats):
-    """first call (compile + run), steady state and temporary memory of one jitted program."""
-    exe, first = _first(fn, beta)
-    steady = time_call(lambda: exe(beta), warmup=1, repeats=repeats).min
-    return _row(first, steady, exe.memory_analysis().temp_size_in_bytes)
+def _memory(exe):
+    """XLA's temporary memory of a row: ``temp_bytes`` of its executable, or for staged
+    (``exe`` None) the sum over its programs and ``peak_temp_bytes`` (:func:`staged_memory`)."""
+    if exe is not None:
+        return {"temp_bytes": int(exe.memory_analysis().temp_size_in_bytes)}
+    total, largest, _ = staged_memory()
+    return {"temp_bytes": total, "peak_temp_bytes": largest}
 
 
 def _round_robin(calls, repeats):
@@ -82,109 +91,81 @@ def _check_names(names):
     """``names`` as a tuple (its order, repeats dropped), else InputError naming the bad one."""
     names = tuple(names)
     for name in names:
-        if name not in METHODS:
-            raise InputError(f"names={name!r} is not known: choose from {', '.join(METHODS)}")
+        if name not in ROWS:
+            raise InputError(f"names={name!r} is not known: choose from {', '.join(ROWS)}")
     if not names:
-        raise InputError("names=() is out of range: at least one method is needed")
+        raise InputError("names=() is out of range: at least one row is needed")
     return tuple(dict.fromkeys(names))
 
 
 def staged_memory():
     """XLA temporary memory of the staged programs compiled so far (bytes).
 
-    Returns (sum, largest, programs): ``sum`` counts each per-shape forward and backward
-    program (and the two small ones, the initial tensor and the trace) ONCE, however many
-    steps run it; ``largest`` is the biggest single program's (they run one after another,
-    so the peak of temporaries is this, not the sum); ``programs`` their number.  The
-    residuals kept between the forward and the backward pass are program outputs, not
-    temporaries: :func:`staged_residual_bytes` counts them.
+    Returns (sum, largest, programs): ``sum`` counts each per-shape step and pullback program
+    (and the ends' programs, the initial tensor and the trace) ONCE, however many steps run
+    it (:func:`trgad.staged.executables`); ``largest`` is the biggest single program's (they
+    run one after another, so the peak of temporaries is this, not the sum); ``programs``
+    their number.  The residuals kept between the forward and the backward pass are program
+    outputs, not temporaries: :func:`staged_residual_bytes` counts them.
     """
-    P = staged.programs()
-    progs = list(P.forward.values()) + list(P.backward.values())
-    progs += [p for p in (P.init_fwd, P.init_bwd, P.tail_fwd, P.tail_bwd)]
-    sizes = [e.memory_analysis().temp_size_in_bytes for p in progs for e in p.executables.values()]
+    sizes = [e.memory_analysis().temp_size_in_bytes for e in staged.executables()]
     return int(sum(sizes)), int(max(sizes, default=0)), len(sizes)
 
 
 def staged_residual_bytes(beta, schedule):
     """Bytes of the residuals that the staged first-order pass keeps alive between its
-    forward and backward pass (all steps, the peak: just before the backward pass)."""
-    import jax.numpy as jnp
-
-    P = staged.programs()
-    T, _ = P.init_fwd(jnp.asarray(check_beta(beta), dtype=jnp.float64))
-    total = 0
-    for k in schedule:
-        fwd, _ = P.step(int(T.shape[0]), int(k))
-        (T, _), res = fwd(T)
-        total += sum(x.nbytes for x in res)
-    return int(total)
+    forward and backward pass (all steps, the peak: just before the backward pass;
+    :func:`trgad.staged.step_residuals`)."""
+    return int(sum(x.nbytes for _, res in staged.step_residuals(beta, schedule) for x in res))
 
 
-def methods(beta, schedule, repeats=3, names=METHODS):
-    """The rows of :data:`METHODS` (or of the subset ``names``, in its order) at one
-    (beta, schedule): a dict method -> row.
+def methods(beta, schedule, repeats=3, names=ROWS):
+    """The rows of :data:`ROWS` (or of the subset ``names``, in its order) at one
+    (beta, schedule): a dict row name -> row.
 
-    Each row: ``first_seconds`` (every method from empty caches, one after another),
-    ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in which the methods take
-    turns, the minimum per method: a change of load on a shared machine then hits every
-    method alike), ``temp_bytes`` and ``value`` (what the timed program returned, as a list
-    of floats: [lnZ/N] for ``forward_only``, [lnZ/N, d(lnZ/N)/d beta] for the others, so a
-    page can show the numbers without compiling the program again); the staged row also ``compiled_programs`` (per-shape
-    step programs), ``peak_temp_bytes`` (largest single program) and ``residual_bytes``
-    (see :func:`staged_memory`).  Raises InputError for a bad input or an unknown name.
+    Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.compiled.clear`,
+    one after another), ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in
+    which the rows take turns, the minimum per row: a change of load on a shared machine
+    then hits every row alike), ``temp_bytes`` and ``value`` (what the timed program
+    returned, as a list of floats: [lnZ/N] for ``primal``, [lnZ/N, d(lnZ/N)/d beta] for the
+    others, so a page can show the numbers without compiling the program again); the staged
+    row also ``compiled_programs`` (per-shape step programs), ``peak_temp_bytes`` (largest
+    single program) and ``residual_bytes`` (see :func:`staged_memory`).  Raises InputError
+    for a bad input or an unknown name.
     """
-    import jax
-
-    beta, ks = check_beta(beta), tuple(staged._schedule(schedule))
+    beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     repeats = check_repeats(repeats)
     names = _check_names(names)
-    f = whole.lnz_fn(ks)
-    programs = {"forward_only": f, "whole": jax.value_and_grad(f),
-                "checkpoint": jax.value_and_grad(lambda b: modes.lnz_checkpointed(b, ks)),
-                "forward_mode": lambda b: jax.jvp(f, (b,), (1.0,))}
-    exes, first = {}, {}
-    for name in names:
-        if name == "staged":
-            staged.clear_cache()
-            t0 = time.perf_counter()
-            staged.value_and_grad_jax(beta, ks)
-            first[name] = time.perf_counter() - t0
-        else:
-            exes[name], first[name] = _first(programs[name], beta)
-    calls = {name: (lambda: staged.value_and_grad_jax(beta, ks)) if name == "staged"
-             else (lambda e=exes[name]: e(beta)) for name in names}
-    steady = _round_robin(calls, repeats)
+    compiled.clear()
+    first = {name: _first_call(name, beta, ks) for name in names}
+    steady = _round_robin({name: first[name][0] for name in names}, repeats)
     rows = {}
     for name in names:
-        value = [float(x) for x in jax.tree_util.tree_leaves(calls[name]())]
+        call, seconds, exe = first[name]
+        value = [float(x) for x in jax.tree_util.tree_leaves(call())]
+        rows[name] = dict({"first_seconds": seconds, "steady_seconds": steady[name]}, **_memory(exe),
+                          value=value)
         if name == "staged":
-            total, largest, _ = staged_memory()
-            rows[name] = _row(first[name], steady[name], total, peak_temp_bytes=largest,
-                              compiled_programs=len(staged.compiled_shapes()),
-                              residual_bytes=staged_residual_bytes(beta, ks), value=value)
-        else:
-            rows[name] = _row(first[name], steady[name], exes[name].memory_analysis().temp_size_in_bytes,
-                              value=value)
+            rows[name].update(compiled_programs=len(staged.compiled_shapes()),
+                              residual_bytes=staged_residual_bytes(beta, ks))
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=METHODS):
-    """Measure every method (or those in ``names``) at one (chi, steps, beta), in one process.
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS):
+    """Measure every row (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
-    ``methods`` (:func:`methods`); the ratios of :data:`TARGETS` and ``targets`` (ratio ->
-    {"value", "bound", "met"}); and the keys the staged chapter and README read:
-    ``forward_first`` / ``forward``, ``whole_first`` / ``whole``, ``staged_first`` /
-    ``staged`` (first call and steady state, seconds), ``whole_over_forward``,
-    ``staged_over_whole``, ``staged_over_forward``, ``staged_first_over_whole_first``,
-    ``staged_compiled_programs`` and, with ``engine``, the keyed engine's staged figures
-    (:func:`engine_rows`: ``engine_staged_<n>`` ...).  With a subset ``names`` only the
-    rows, keys and ratios whose methods ran are there (a page that needs three rows need
-    not compile five programs).
+    ``methods`` (:func:`methods`, row name -> row); the ratios ``whole_over_primal``,
+    ``staged_over_whole``, ``staged_over_primal``, ``staged_first_over_whole_first``,
+    ``checkpoint_first_over_primal_first``, ``forward_mode_over_primal`` and
+    ``checkpoint_temp_over_whole_temp`` (steady-state times unless named first or temp);
+    ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}); and, with
+    ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
+    ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
+    (a page that needs three rows need not compile five programs).
 
     Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`)
-    and for an unknown method name.
+    and for an unknown row name.
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
     repeats, names = check_repeats(repeats), _check_names(names)
@@ -192,18 +173,13 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=METHODS):
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
     rows = methods(beta, schedule, repeats, names)
     out["methods"] = rows
-    for key, name in (("forward", "forward_only"), ("whole", "whole"), ("staged", "staged")):
-        if name in rows:
-            out[key + "_first"], out[key] = rows[name]["first_seconds"], rows[name]["steady_seconds"]
-    if "staged" in rows:
-        out["staged_compiled_programs"] = rows["staged"]["compiled_programs"]
     ratios = {
-        "whole_over_forward": ("whole", "steady_seconds", "forward_only", "steady_seconds"),
+        "whole_over_primal": ("whole", "steady_seconds", "primal", "steady_seconds"),
         "staged_over_whole": ("staged", "steady_seconds", "whole", "steady_seconds"),
-        "staged_over_forward": ("staged", "steady_seconds", "forward_only", "steady_seconds"),
+        "staged_over_primal": ("staged", "steady_seconds", "primal", "steady_seconds"),
         "staged_first_over_whole_first": ("staged", "first_seconds", "whole", "first_seconds"),
-        "checkpoint_first_over_forward_first": ("checkpoint", "first_seconds", "forward_only", "first_seconds"),
-        "forward_mode_over_forward": ("forward_mode", "steady_seconds", "forward_only", "steady_seconds"),
+        "checkpoint_first_over_primal_first": ("checkpoint", "first_seconds", "primal", "first_seconds"),
+        "forward_mode_over_primal": ("forward_mode", "steady_seconds", "primal", "steady_seconds"),
         "checkpoint_temp_over_whole_temp": ("checkpoint", "temp_bytes", "whole", "temp_bytes"),
     }
     for key, (a, fa, b, fb) in ratios.items():
@@ -231,23 +207,23 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       alone); ``engine_full_size_steps_<n>`` (steps whose input has the schedule's largest
       bond dimension; the earlier ones are tiny), ``engine_linear_ratio`` (their ratio: what
       a cost linear in the steps predicts for ``engine_staged_ratio``),
-      ``engine_step_cost_<n>`` (mean forward + transform + run time of a full-size step) and
+      ``engine_step_cost_<n>`` (mean primal + transform + run time of a full-size step) and
       ``engine_step_cost_ratio`` (about 1 when the cost is linear); ``engine_staged_steps``.
     """
-    beta, ks = check_beta(beta), staged._schedule(schedule)
+    beta, ks = check_beta(beta), check_schedule(schedule)
     repeats = check_repeats(repeats)
     out = {}
     chi = chi or max(ks)
     for n in engine_steps:
         sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        t = time_call(lambda: staged.value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
+        t = time_call(lambda: keyed_trg.value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
         seconds, res = t.min, t.fastest
         out[f"engine_staged_{n}"] = seconds
         out[f"engine_transform_{n}"] = res["transform_seconds"]
         out[f"engine_key_visits_{n}"] = res["key_visits"]
         full = staged.full_size_steps(sched)
         rows = {r["stage"]: r for r in res["per_step"]}
-        costs = [sum(rows[f"step {i}"][x] for x in ("forward_seconds", "transform_seconds", "run_seconds"))
+        costs = [sum(rows[f"step {i}"][x] for x in ("primal_seconds", "transform_seconds", "run_seconds"))
                  for i in full]
         out[f"engine_full_size_steps_{n}"] = len(full)
         out[f"engine_step_cost_{n}"] = sum(costs) / len(costs)
@@ -262,17 +238,17 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     return out
 
 
-def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=METHODS):
-    """How each method's cost grows with the number of steps.
+def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS):
+    """How each row's cost grows with the number of steps.
 
-    For each method in ``names`` (from :data:`METHODS`) and each n in ``steps_list``, the
-    row of :func:`methods` plus ``steps``; a method's sweep stops after the first n whose
+    For each row in ``names`` (from :data:`ROWS`) and each n in ``steps_list``, the figures
+    of :func:`methods` (``first_seconds`` from empty caches, ``steady_seconds`` the minimum
+    of ``repeats`` calls after it, ``temp_bytes``; staged also ``peak_temp_bytes``) plus
+    ``steps`` and ``seconds`` (= first_seconds); a row's sweep stops after the first n whose
     first call took more than ``cap_seconds`` (default: no cap), as
-    :func:`trgad.timing.capped_sweep` does.  Returns a dict method -> {"rows": [...],
+    :func:`trgad.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
     "stopped_at": n or None}.  Raises InputError for bad input.
     """
-    import jax
-
     steps_list = [check_steps(n) for n in steps_list]
     chi, beta, repeats = check_chi(chi), check_beta(beta), check_repeats(repeats)
     cap = check_positive("cap_seconds", cap_seconds) if cap_seconds is not None else float("inf")
@@ -280,22 +256,11 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=METH
     schedules = {n: tuple(trg.truncation_schedule(chi, n, beta)) for n in steps_list}
 
     def measure(name, n):
-        ks = schedules[n]
-        if name == "staged":
-            staged.clear_cache()
-            t0 = time.perf_counter()
-            staged.value_and_grad_jax(beta, ks)
-            first = time.perf_counter() - t0
-            steady = time_call(lambda: staged.value_and_grad_jax(beta, ks), warmup=0, repeats=repeats).min
-            total, largest, _ = staged_memory()
-            row = _row(first, steady, total, peak_temp_bytes=largest)
-        else:
-            f = whole.lnz_fn(ks)
-            fn = {"forward_only": f, "whole": jax.value_and_grad(f),
-                  "checkpoint": jax.value_and_grad(lambda b: modes.lnz_checkpointed(b, ks)),
-                  "forward_mode": lambda b: jax.jvp(f, (b,), (1.0,))}[name]
-            row = _one_program(fn, beta, repeats)
-        return dict(row, steps=n, seconds=row["first_seconds"])
+        compiled.clear()
+        call, first, exe = _first_call(name, beta, schedules[n])
+        steady = time_call(call, warmup=0, repeats=repeats).min
+        return dict({"first_seconds": first, "steady_seconds": steady}, **_memory(exe),
+                    steps=n, seconds=first)
 
     out = {}
     for name in names:
@@ -309,26 +274,23 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     """Cost of c by each method of :mod:`trgad.modes` (order 2, exact) at one point.
 
     Returns a dict method -> {"first_seconds", "steady_seconds", "c"}: the first call from
-    empty caches (methods one after another), then the steady state by taking turns
-    (:func:`_round_robin`, ``repeats`` rounds).  What :mod:`trgad.transition` chose its
-    default from.  Raises InputError for a bad beta, schedule, method or repeats.
+    empty caches (:func:`trgad.compiled.clear` before each method, what each compiled kept
+    for the steady state), then the steady state by taking turns (``repeats`` rounds, as in
+    :func:`methods`).  What :mod:`trgad.transition` chose its default from.  Raises
+    InputError for a bad beta, schedule, method or repeats.
     """
     repeats = check_repeats(repeats)
+    names = [modes.check_method(name) for name in names]
+    out, kept = {}, {}
     for name in names:
-        modes.check_method(name)
-    out = {}
-    kept, kept_staged = {}, None
-    for name in names:
-        modes.clear_caches()
+        compiled.clear()
         r = modes.value_and_derivatives(beta, schedule, name, order=2)
         out[name] = {"first_seconds": r["seconds"], "c": r["c"]}
-        # keep what this method compiled: clear_caches above empties the caches for the
-        # next method's first call, and compiling every program twice doubled the cost
-        kept.update(modes._EXECUTABLES)
-        kept_staged = staged._PROGRAMS if name == "staged" else kept_staged
-    modes._EXECUTABLES.update(kept)
-    if kept_staged is not None:
-        staged._PROGRAMS = kept_staged
+        # keep what this method compiled: the next method's first call starts from empty
+        # caches, and compiling every program twice would double the cost
+        for cache, entries in compiled.snapshot().items():
+            kept.setdefault(cache, {}).update(entries)
+    compiled.restore(kept)
     calls = {name: (lambda name=name: modes.value_and_derivatives(beta, schedule, name, order=2))
              for name in names}
     for name, t in _round_robin(calls, repeats).items():
@@ -340,11 +302,11 @@ def summary(out, targets=True):
     """Human-readable lines for :func:`run`'s result; ``targets=False`` leaves out the
     project's targets (README's benchmark section shows them; the book does not)."""
     lines = [f"chi={out['chi']} steps={out['steps']} beta={out['beta']} (min of {out['repeats']} after a warm-up)",
-             f"{'method':14s} {'first call':>11s} {'steady':>9s} {'XLA temp':>10s}"]
+             f"{'row':14s} {'first call':>11s} {'steady':>9s} {'XLA temp':>10s}"]
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "
                      f"{row['temp_bytes'] / 2**20:6.1f} MiB")
-    for key in ("whole_over_forward", "staged_over_whole", "staged_first_over_whole_first",
+    for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
                 "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
         if key in out:
             lines.append(f"{key.replace('_', ' '):40s} {out[key]:.2f}")
@@ -352,7 +314,3 @@ def summary(out, targets=True):
         lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
     return "\n".join(lines)
-
-
-#: The staged chapter prints ``bench.format(result)``.
-format = summary    # noqa: A001 (the chapter's name for it)

@@ -17,11 +17,17 @@ from __future__ import annotations
 import decimal
 import math
 
-from .keys import STRATEGIES
-from .validate import check_chain, check_choice, check_engine, check_finite, check_int
+import jax
 
-#: Differentiation modes of :func:`run`; the last is the keyed engine's only.
-MODES = ("reverse", "forward", "forward_eager")
+from . import engine as keyed
+from .keys import STRATEGIES
+from .timing import Sweep, capped_sweep, count_eqns, time_grad_transform
+from .validate import (AD_MODES, check_chain, check_choice, check_engine, check_finite, check_int,
+                       check_positive)
+
+#: Differentiation modes of :func:`run`: reverse mode, forward mode, and the keyed engine's
+#: eager forward mode (its last, keyed engine only).
+MODES = AD_MODES + ("forward_eager",)
 
 
 def build(x, depth, fanout):
@@ -67,9 +73,10 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     keys : key strategy of the keyed engine, one of :data:`trgad.keys.STRATEGIES`
         (ignored by JAX, reported as None).
     x0 : float, point of differentiation.
-    mode : one of :data:`MODES`: "reverse" (keyed ``vjp`` / ``jax.grad``), "forward" (the
-        keyed engine's graph-to-graph ``jvp`` / ``jax.jvp``) or "forward_eager" (keyed
-        engine only: ``jvp_eager``, tangents along the trace by identity, no key lookups).
+    mode : one of :data:`MODES`: "reverse" (keyed ``vjp`` / ``jax.grad``), "forward_mode"
+        (the keyed engine's graph-to-graph ``jvp`` / ``jax.jvp``; "forward" is a deprecated
+        alias) or "forward_eager" (keyed engine only: ``jvp_eager``, tangents along the
+        trace by identity, no key lookups).
 
     Returns
     -------
@@ -85,12 +92,10 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     :data:`trgad.validate.CHAIN_MAX_OPS`, a non-finite x0, or an unknown engine, keys or
     mode (``forward_eager`` with JAX included).
     """
-    from . import engine as keyed
-
     depth, fanout = check_chain(depth, fanout)
     engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
-    mode = check_choice("mode", mode, MODES if engine == "keyed" else MODES[:2])
+    mode = check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)
     x0 = check_finite("x0", x0)
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
@@ -101,18 +106,13 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
             d = keyed.grad(y, x)
             g = float(d.run())
         else:
-            d = (keyed.jvp if mode == "forward" else keyed.jvp_eager)([y], x, 1.0)
+            d = (keyed.jvp if mode == "forward_mode" else keyed.jvp_eager)([y], x, 1.0)
             g = float(d.run()[0])
         d.free()
         out.update(transform_seconds=d.transform_seconds, key_visits=d.key_visits,
                    derivative_ops=d.derivative_ops, run_seconds=d.run_seconds,
                    free_seconds=d.free_seconds)
     else:
-        import jax
-
-        from .timing import time_grad_transform
-        from .whole import count_eqns
-
         f = lambda x: build(x, depth, fanout)  # noqa: E731
         seconds, jaxpr = time_grad_transform(f, x0, mode=mode)
         g = float(jax.grad(f)(x0) if mode == "reverse" else jax.jvp(f, (x0,), (1.0,))[1])
@@ -135,9 +135,6 @@ def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds
     times and ``transform_seconds`` is the minimum.  Returns a :class:`trgad.timing.Sweep`
     (``rows``, ``stopped_at`` = the depth that passed the cap or None).
     """
-    from .timing import Sweep, capped_sweep
-    from .validate import check_positive
-
     repeats = check_int("repeats", repeats, 1)
 
     def measure(depth):

@@ -19,19 +19,19 @@ import time
 
 import numpy as np
 
-from . import probe as _probe
+from . import bench, keyed_trg, modes, probe, trg
 from .keys import STRATEGIES
-from .modes import C_METHODS, METHODS
 from .timing import run_with_timeout
 from .userstep import parse_x0
-from .validate import (BUDGET_MAX, InputError, check_beta, check_chain, check_chi,
+from .validate import (BETA_MAX, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES, MAX_STEPS,
+                       REPEATS_MAX, TIMEOUT_MAX, InputError, check_beta, check_chain, check_chi,
                        check_choice, check_engine, check_finite, check_positive, check_repeats,
-                       check_steps, check_timeout)
+                       check_steps, check_timeout, format_bound)
 
-#: trg --method: whole, staged, forward, checkpoint (:mod:`trgad.modes`).
-METHODS = METHODS
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
+#: The --engine each command uses unless told.
+ENGINE_DEFAULT = {"trg": "jax", "chain": "keyed", "probe": "keyed"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,53 +43,68 @@ class _NotFinite(Exception):
     """A result that is not a finite number (exit status 4)."""
 
 
+def _parents():
+    """The options shared by subcommands, each defined once: (json, lattice, keyed).
+
+    ``json``: --json (every subcommand); ``lattice``: --beta, --chi, --steps (trg, bench);
+    ``keyed``: --engine, --keys, --timeout (trg, chain, probe; --engine has no default here:
+    each command picks its own, :data:`ENGINE_DEFAULT`).  The ranges in the help come from
+    :mod:`trgad.validate`."""
+    json_ = argparse.ArgumentParser(add_help=False)
+    json_.add_argument("--json", action="store_true", help="print one JSON object")
+    lattice = argparse.ArgumentParser(add_help=False)
+    lattice.add_argument("--beta", default="0.3",
+                         help=f"inverse temperature in (0, {format_bound(BETA_MAX)}] (default 0.3)")
+    lattice.add_argument("--chi", default="16", help=f"bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
+    lattice.add_argument("--steps", default="20",
+                         help=f"TRG steps in [1, {MAX_STEPS}]; 2**steps sites (default 20)")
+    keyed = argparse.ArgumentParser(add_help=False)
+    keyed.add_argument("--engine", default=None,
+                       help=f"{' | '.join(ENGINES)} (default: "
+                            + ", ".join(f"{v} for {k}" for k, v in ENGINE_DEFAULT.items()) + ")")
+    keyed.add_argument("--keys", default="structural",
+                       help=f"keyed engine's value keys: {' | '.join(STRATEGIES)} (default structural)")
+    keyed.add_argument("--timeout", default=str(TIMEOUT),
+                       help=f"kill a run that may grow exponentially (trg: the keyed engine's whole "
+                            f"graph) after this many seconds, in (0, {format_bound(TIMEOUT_MAX)}] "
+                            f"(default {TIMEOUT:g})")
+    return json_, lattice, keyed
+
+
 def _parser():
     p = _Parser(prog="python -m trgad",
                 description="Whole-graph vs staged differentiation of the Ising TRG (trgad).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    keys_help = f"keyed engine's value keys: {' | '.join(STRATEGIES)} (default structural)"
-    timeout_help = f"kill the run after this many seconds, in (0, 86400] (default {TIMEOUT:g})"
+    json_, lattice, keyed = _parents()
 
-    t = sub.add_parser("trg", help="lnZ/N and u = -d(lnZ/N)/d beta of the Ising model by TRG")
-    t.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
-    t.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
-    t.add_argument("--steps", default="20", help="TRG steps in [1, 64]; 2**steps sites (default 20)")
-    t.add_argument("--engine", default="jax", help="jax | keyed (default jax)")
-    t.add_argument("--keys", default="structural", help=keys_help)
-    t.add_argument("--timeout", default=str(TIMEOUT), help="keyed engine, whole graph: " + timeout_help)
-    t.add_argument("--method", default="whole", help=f"{' | '.join(METHODS)} (default whole)")
+    t = sub.add_parser("trg", parents=[lattice, keyed, json_],
+                       help="lnZ/N and u = -d(lnZ/N)/d beta of the Ising model by TRG")
+    t.add_argument("--method", default="whole",
+                   help=f"{' | '.join(modes.METHODS)} (default whole; 'forward' is a deprecated "
+                        f"alias of forward_mode)")
     t.add_argument("--specific-heat", action="store_true", help="also compute c by an exact second derivative")
     t.add_argument("--c-method", default="exact",
-                   help="exact | fd: c by an exact second derivative or, staged only, by a "
-                        "central difference of two gradients (default exact)")
-    t.add_argument("--json", action="store_true", help="print one JSON object")
+                   help=f"{' | '.join(modes.C_METHODS)}: c by an exact second derivative or, staged "
+                        f"only, by a central difference of two gradients (default exact)")
 
-    c = sub.add_parser("chain", help="the mul chain y <- y**K / K, differentiated at x0")
-    c.add_argument("--depth", default="20", help="layers >= 1 (default 20); depth * fanout <= 100000")
+    c = sub.add_parser("chain", parents=[keyed, json_],
+                       help="the mul chain y <- y**K / K, differentiated at x0")
+    c.add_argument("--depth", default="20", help=f"layers >= 1 (default 20); depth * fanout <= {CHAIN_MAX_OPS}")
     c.add_argument("--fanout", default="2", help="uses of each value per layer, >= 1 (default 2)")
-    c.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    c.add_argument("--keys", default="structural", help=keys_help)
     c.add_argument("--x0", default="1.1", help="point of differentiation, a finite number (default 1.1)")
-    c.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
-    c.add_argument("--json", action="store_true", help="print one JSON object")
 
-    q = sub.add_parser("probe", help="does the transform grow exponentially with depth?")
+    q = sub.add_parser("probe", parents=[keyed, json_],
+                       help="does the transform grow exponentially with depth?")
     q.add_argument("--graph", default="chain",
-                   help=f"{' | '.join(_probe.GRAPHS)} | module:function | file.py:function")
+                   help=f"{' | '.join(probe.GRAPHS)} | module:function | file.py:function")
     q.add_argument("--x0", default=None,
                    help="starting state: a number or comma-separated numbers (needed for module:function)")
-    q.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
-    q.add_argument("--keys", default="structural", help=keys_help)
-    q.add_argument("--budget", default="20", help="time budget in (0, 3600] seconds, below --timeout (default 20)")
-    q.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
-    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.add_argument("--budget", default="20",
+                   help=f"time budget in (0, {format_bound(BUDGET_MAX)}] seconds, below --timeout (default 20)")
 
-    b = sub.add_parser("bench", help="every mode of differentiation timed, one run")
-    b.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
-    b.add_argument("--steps", default="20", help="TRG steps in [1, 64] (default 20)")
-    b.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
-    b.add_argument("--repeats", default="3", help="timed repeats after a warm-up, in [1, 100] (default 3)")
-    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b = sub.add_parser("bench", parents=[lattice, json_], help="every mode of differentiation timed, one run")
+    b.add_argument("--repeats", default="3",
+                   help=f"timed repeats after a warm-up, in [1, {REPEATS_MAX}] (default 3)")
     return p
 
 
@@ -139,10 +154,10 @@ def _lookup(out, path):
 
 def _cmd_trg(a):
     beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
-    engine = check_engine(a.engine)
+    engine = check_engine(a.engine or ENGINE_DEFAULT["trg"])
     keys = check_choice("keys", a.keys, STRATEGIES)
-    method = check_choice("method", a.method, METHODS)
-    c_method = check_choice("c-method", a.c_method, C_METHODS)
+    method = modes.check_method(a.method)
+    c_method = check_choice("c-method", a.c_method, modes.C_METHODS)
     timeout = check_timeout(a.timeout)
     if engine == "keyed" and method not in ("whole", "staged"):
         raise InputError(f"method={a.method!r} needs --engine jax (the keyed engine runs whole and staged)")
@@ -151,30 +166,25 @@ def _cmd_trg(a):
     if a.specific_heat and engine == "keyed" and (method != "staged" or c_method != "fd"):
         raise InputError("--specific-heat on the keyed engine needs --method staged --c-method fd "
                          "(the engine has first derivatives only)")
-    from . import trg
-
+    order = 2 if a.specific_heat else 1
     inputs = f"trg beta={a.beta} chi={chi} steps={steps}"
     schedule = trg.truncation_schedule(chi, steps, beta)
     out = {"beta": beta, "chi": chi, "steps": steps, "schedule": schedule,
            "method": method, "engine": engine}
     t0 = time.perf_counter()
-    if method == "staged":
-        from . import staged
-
-        out.update(staged.run(beta, schedule, engine=engine, keys=keys,
-                              with_specific_heat=a.specific_heat, c_method=c_method))
-    elif engine == "jax":
-        from . import modes
-
-        r = modes.value_and_derivatives(beta, schedule, method, order=2 if a.specific_heat else 1)
-        out.update({k: r[k] for k in ("lnz_per_site", "u", "c", "c_method", "compile_seconds")})
+    if engine == "jax":
+        r = modes.value_and_derivatives(beta, schedule, method, order=order, c_method=c_method)
+        out.update({k: r[k] for k in ("lnz_per_site", "u", "c", "c_method", "fd_step", "compile_seconds")})
+    elif method == "staged":
+        r = keyed_trg.staged_derivatives(beta, schedule, keys=keys, order=order)
+        out.update({k: v for k, v in r.items() if k not in ("method", "order", "seconds")})
     else:
         if keys == "structural" and steps >= 4:
             print(f"trgad: note: steps={steps} with structural keys is the exponential case this "
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        value, status = _in_child("trgad.whole:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+        value, status = _in_child("trgad.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
                                   timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
                                   "try --method staged, --keys interned or a larger --timeout")
         if status:
@@ -196,7 +206,7 @@ def _line(out):
 
 def _cmd_chain(a):
     depth, fanout = check_chain(a.depth, a.fanout)
-    engine = check_engine(a.engine)
+    engine = check_engine(a.engine or ENGINE_DEFAULT["chain"])
     keys = check_choice("keys", a.keys, STRATEGIES)
     x0 = check_finite("x0", a.x0)
     timeout = check_timeout(a.timeout)
@@ -212,7 +222,7 @@ def _cmd_chain(a):
 
 
 def _cmd_probe(a):
-    engine = check_engine(a.engine)
+    engine = check_engine(a.engine or ENGINE_DEFAULT["probe"])
     keys = check_choice("keys", a.keys, STRATEGIES)
     budget = check_positive("budget", a.budget, BUDGET_MAX)
     timeout = check_timeout(a.timeout)
@@ -221,9 +231,9 @@ def _cmd_probe(a):
                          f"({timeout:g} s), which kills the probe")
     graph = a.graph
     x0 = None if a.x0 is None else parse_x0(a.x0)
-    if graph not in _probe.GRAPHS:
+    if graph not in probe.GRAPHS:
         if ":" not in graph:
-            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(_probe.GRAPHS)}, "
+            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(probe.GRAPHS)}, "
                              f"or give module:function")
         if x0 is None:
             raise InputError(f"graph={graph!r} needs --x0, the starting state (e.g. --x0 0.9,0.8)")
@@ -244,8 +254,6 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    from . import bench
-
     chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
     out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats))
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")

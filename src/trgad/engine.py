@@ -293,9 +293,17 @@ def forward_sweep(em, ops, residual, wrt_key, tangent):
     return t_env
 
 
-def _graph(outputs, wrt, visits):
-    """Steps a, b, c shared by both keyed transforms.  ``visits[name]`` receives each step's
-    key visits (tracing and finding the leaves go by object identity: no key is visited)."""
+def prepare_transform(outputs, wrt, visits):
+    """Steps a, b and c, shared by both keyed transforms (:func:`vjp`, :func:`jvp`).
+
+    ``outputs``: list of :class:`Value`; ``wrt``: a leaf :class:`Value`; ``visits``: a dict
+    that receives each step's key visits under "value_table", "materialise" and
+    "fetch_residuals" (tracing and finding the leaves go by object identity: no key is
+    visited).  Returns (user_ops, copy_of, ops, emitter, residual): the user's traced ops,
+    the map user key -> copy key, the copy's ops in topological order, the
+    :class:`trgad.program.Emitter` of the derivative program and its registers of the
+    residuals, keyed by copy key; step d (:func:`reverse_sweep` or :func:`forward_sweep`)
+    takes them from there."""
     user_ops = trace(outputs)
     leaves = _leaves(user_ops, [*outputs, wrt])
     table, visits["value_table"] = count_visits(lambda: value_table(leaves, user_ops))
@@ -332,7 +340,7 @@ def vjp(outputs, wrt, cotangents):
         raise InputError(f"outputs ({len(outputs)}) and cotangents ({len(cotangents)}) must be lists of equal length")
     start_visits, t0 = COUNTER.visits, time.perf_counter()
     visits = {}
-    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt, visits)
+    user_ops, copy_of, ops, em, residual = prepare_transform(outputs, wrt, visits)
     start_sweep = COUNTER.visits
     seeds = [(copy_of[v.key], _broadcast("cotangent", c, v.shape)) for v, c in zip(outputs, cotangents)]
     wrt_key = copy_of[wrt.key]
@@ -375,7 +383,7 @@ def jvp(outputs, wrt, tangent):
     outputs, wrt = _check(outputs, wrt)
     start_visits, t0 = COUNTER.visits, time.perf_counter()
     visits = {}
-    user_ops, copy_of, ops, em, residual = _graph(outputs, wrt, visits)
+    user_ops, copy_of, ops, em, residual = prepare_transform(outputs, wrt, visits)
     start_sweep = COUNTER.visits
     t_env = forward_sweep(em, ops, residual, copy_of[wrt.key], em.const(_broadcast("tangent", tangent, wrt.shape)))
     results = [(t_env.get(copy_of[v.key]), v.shape) for v in outputs]

@@ -15,10 +15,14 @@ from __future__ import annotations
 from fractions import Fraction
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import logsumexp
 from scipy import integrate, special
 
-from .validate import check_beta, check_int
+from . import compiled
+from .validate import InputError, check_beta, check_int
 
 #: Critical inverse temperature ln(1 + sqrt 2) / 2.
 BETA_C = math.log(1.0 + math.sqrt(2.0)) / 2.0
@@ -145,9 +149,6 @@ def _kaufman_lnz(K, L):
     gamma_{2r}; cosh gamma_l = cosh 2K coth 2K - cos(pi l / L) for l >= 1 and
     gamma_0 = 2K + ln tanh K (signed: negative above T_c, so Z4 changes sign).
     """
-    import jax.numpy as jnp
-    from jax.scipy.special import logsumexp
-
     l = jnp.arange(1, 2 * L)
     g = jnp.arccosh(jnp.cosh(2 * K) / jnp.tanh(2 * K) - jnp.cos(jnp.pi * l / L))
     g0 = 2 * K + jnp.log(jnp.tanh(K))
@@ -177,12 +178,9 @@ def kaufman(beta, L):
     (= beta**2 d^2 lnZ/N / d beta**2, k_B): Kaufman's closed form (see :func:`_kaufman_lnz`),
     differentiated by JAX (forward over reverse).  Raises InputError for a bad beta or L.
     """
-    import jax
-
     b = check_beta(beta)
     L = check_int("L", L, 2, 4096)
     if abs(b - BETA_C) < 1e-12:
-        from .validate import InputError
         raise InputError(f"beta={beta!r} is beta_c to 1e-12: kaufman() needs beta != beta_c")
     if L not in _KAUFMAN:                      # one compiled program per L
         f = lambda k: _kaufman_lnz(k, L)                                        # noqa: E731
@@ -191,4 +189,5 @@ def kaufman(beta, L):
     return {"lnz_per_site": lnz, "u": -d1, "c": b * b * d2}
 
 
-_KAUFMAN = {}
+#: One compiled program per L (registered: :func:`trgad.compiled.clear`).
+_KAUFMAN = compiled.cache("exact.kaufman")

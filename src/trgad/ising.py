@@ -47,3 +47,10 @@ def initial_tensor(beta, ops):
 def log_weight_per_site(beta):
     """ln of the factor taken out of every site tensor: 2 beta (derivative 2; see above)."""
     return beta * 2.0
+
+
+def specific_heat_of(beta, d2lnz):
+    """The specific heat per site c = beta**2 d^2(lnZ/N)/d beta^2 (units of k_B), given the
+    second derivative ``d2lnz``; 0 when ``d2lnz`` is exactly 0 (deep in the ordered phase,
+    where beta**2 would overflow float64 and give inf * 0).  Floats in, a float out."""
+    return 0.0 if d2lnz == 0 else beta * d2lnz * beta

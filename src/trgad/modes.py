@@ -9,8 +9,9 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
 * ``staged`` - one transform per TRG step, programs compiled per (D, k)
   (:mod:`trgad.staged`); c exactly by :func:`trgad.staged.value_grad_hess_jax`, or by the
   central difference of two staged gradients (``c_method="fd"``).
-* ``forward`` - forward mode only: u from one ``jax.jvp`` in beta, c from ``jax.jvp`` of
-  that (forward over forward).  Taylor mode (``jax.experimental.jet``) does not work here
+* ``forward_mode`` - forward-mode AD only: u from one ``jax.jvp`` in beta, c from
+  ``jax.jvp`` of that (forward over forward); "forward" is accepted as a deprecated alias
+  for one release (:data:`trgad.validate.DEPRECATED_NAMES`).  Taylor mode (``jax.experimental.jet``) does not work here
   (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2): jet ignores ``custom_jvp``
   rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
   rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
@@ -25,20 +26,26 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   smaller steps are unrolled (:func:`lnz_checkpointed`).  c by reverse over forward
   (the step's ``jax.jvp`` inside the scan, then one reverse pass).
 
-Every method compiles one program per (method, order, schedule) and caches it
-(:func:`clear_caches` forgets them).  All are exact up to rounding; they differ in compile
+Every method compiles one program per (method, order, schedule) and caches it in the
+registry of :mod:`trgad.compiled` (``compiled.clear()`` forgets them, the staged ones too).  All are exact up to rounding; they differ in compile
 time, run time and memory (:mod:`trgad.bench`).  The book's chapter on the modes explains
 the trade-offs; this module only computes.
 """
 from __future__ import annotations
 
+import copy
 import time
 
-from . import ising, staged, trg
-from .validate import InputError, check_beta, check_choice
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+from jax.experimental import jet
 
-#: The methods of :func:`value_and_derivatives`.
-METHODS = ("whole", "staged", "forward", "checkpoint")
+from . import compiled, ising, staged, trg
+from .validate import InputError, check_beta, check_choice, check_order, check_schedule
+
+#: The methods of :func:`value_and_derivatives`: the modes of differentiation.
+METHODS = ("whole", "staged", "forward_mode", "checkpoint")
 #: How ``staged`` gets c: ``exact`` (second-order staged pass) or ``fd`` (central difference).
 C_METHODS = ("exact", "fd")
 #: Forms of a second derivative (the outer transform first): ``jax.jvp`` of ``jax.jvp``,
@@ -49,21 +56,16 @@ SECOND_FORMS = ("forward-over-forward", "forward-over-reverse", "reverse-over-fo
 #: form that is right there: forward over reverse through the checkpointed scan gave c off
 #: by 5e-3 relative at 6 steps (chi = 16; the remat of the step's tangent), and reverse
 #: over reverse through any ``lax.scan`` of the step gave NaN (JAX 0.10.2).  ``whole``:
-#: see the measurement below.
-SECOND_FORM = {"whole": "forward-over-reverse", "forward": "forward-over-forward",
+#: forward over reverse, the form whose program compiled fastest of the three (a first call
+#: is mostly compilation); :func:`trgad.whole.specific_heat_autodiff` is reverse over
+#: reverse, and the book's chapter *Choosing a way out* measures the costs.
+SECOND_FORM = {"whole": "forward-over-reverse", "forward_mode": "forward-over-forward",
                "checkpoint": "reverse-over-forward"}
-#: What chose ``whole``'s form (chi = 16, 20 steps, compile / steady run / XLA temporary
-#: memory, 2 cores shared with other jobs): forward over reverse 25 s / 0.80 s / 201 MiB,
-#: reverse over reverse 30 s / 0.53 s / 240 MiB, reverse over forward 193 s / 2.0 s /
-#: 251 MiB.  A first call is mostly compilation, so the form that compiles fastest wins.
-
-
-def _schedule(schedule):
-    return tuple(staged._schedule(schedule))      # the same checks as the staged method
 
 
 def check_method(method):
-    """One of :data:`METHODS`, else InputError naming it."""
+    """One of :data:`METHODS` (a deprecated alias, "forward", is returned as its new name),
+    else InputError naming it."""
     return check_choice("method", method, METHODS)
 
 
@@ -76,7 +78,7 @@ def scan_start(schedule):
     it is 4; at chi = 2 ([2, 2, ...]) 0.  Returns len(schedule) when the last step does not
     qualify (nothing is scanned); a one-step tail is still a scan.  Raises InputError for a
     bad schedule."""
-    ks = list(_schedule(schedule))
+    ks = check_schedule(schedule)
     dims = [2] + ks[:-1]
     start = len(ks) - 1
     while start > 0 and dims[start - 1] == ks[start - 1] == ks[-1]:
@@ -88,8 +90,10 @@ def scan_start(schedule):
 NORM_NAME = "trg_norm"
 
 
-def _named_norm_ops():
-    """The JAX ops of :mod:`trgad.trg` with ``norm`` tagged :data:`NORM_NAME`.
+def named_norm_ops():
+    """The JAX ops of :mod:`trgad.trg` (a copy of :data:`trgad.trg.JAX`) with ``norm``'s
+    result tagged :data:`NORM_NAME` (``jax.ad_checkpoint.checkpoint_name``), for a
+    ``jax.checkpoint`` policy that saves it; the values are those of ``trg.JAX``.
 
     Why: the backward pass of a ``jax.checkpoint``-ed step recomputes the step, in another
     XLA program.  There the norm ||T|| (a reduction) can round differently in its last bit;
@@ -99,11 +103,7 @@ def _named_norm_ops():
     5e-8 at 6 steps and 8e-7 at 20 (chi = 16).  Saving the norm (one scalar per step) makes
     the recomputed SVD's input bitwise the forward's, so it returns the same basis.
     """
-    import copy
-
-    from jax.ad_checkpoint import checkpoint_name
-
-    ops = copy.copy(trg.jax_ops())
+    ops = copy.copy(trg.JAX)
     base = ops.norm
     ops.norm = lambda T: checkpoint_name(base(T), NORM_NAME)
     return ops
@@ -120,11 +120,8 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
     InputError for a bad schedule.  Source: ``jax.checkpoint`` and ``jax.lax.scan`` (JAX
     documentation, "Gradient checkpointing"), applied to the Levin-Nave steps.
     """
-    import jax
-    import jax.numpy as jnp
-
-    ks = _schedule(schedule)
-    ops = trg.jax_ops()
+    ks = tuple(check_schedule(schedule))
+    ops = trg.JAX
     start = scan_start(ks)
     T = ising.initial_tensor(beta, ops)
     total = 0.0
@@ -132,7 +129,7 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
         T, ln = trg.trg_step(T, k, ops)
         total = total + ln * (1.0 / 2**i)
     if start < len(ks):
-        k, named = ks[-1], _named_norm_ops()
+        k, named = ks[-1], named_norm_ops()
         step = lambda t: trg.trg_step(t, k, named)                      # noqa: E731
         if checkpoint:
             step = jax.checkpoint(step, policy=jax.checkpoint_policies.save_only_these_names(NORM_NAME))
@@ -151,7 +148,8 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
 
 # ---- compiled programs ---------------------------------------------------------------------
 
-def _graph(method, schedule):
+def _lnz(method, schedule):
+    """beta -> lnZ/N as ``method`` builds it: the checkpointed scan or the unrolled graph."""
     if method == "checkpoint":
         return lambda b: lnz_checkpointed(b, schedule)
     return lambda b: trg.lnz_per_site(b, schedule)
@@ -159,8 +157,6 @@ def _graph(method, schedule):
 
 def _second(form, f):
     """beta -> (f, f', f'') by a second-order form of :data:`SECOND_FORMS`."""
-    import jax
-
     if form == "forward-over-forward":
         first = lambda b: jax.jvp(f, (b,), (1.0,))                      # noqa: E731
         return lambda b: (lambda p, t: (p[0], p[1], t[1]))(*jax.jvp(first, (b,), (1.0,)))
@@ -178,34 +174,31 @@ def _second(form, f):
 
 def _build(method, order, schedule):
     """beta -> (lnz, dlnz, d2lnz or None) for one method (not staged), not yet compiled."""
-    import jax
-
-    f = _graph(method, schedule)
+    f = _lnz(method, schedule)
     if order == 2:
         return _second(SECOND_FORM[method], f)
-    if method == "forward":
+    if method == "forward_mode":
         return lambda b: (*jax.jvp(f, (b,), (1.0,)), None)
     return lambda b: (*jax.value_and_grad(f)(b), None)
 
 
-_EXECUTABLES = {}
+#: One executable per (method, order, schedule) (registered: :func:`trgad.compiled.clear`).
+_EXECUTABLES = compiled.cache("modes")
 
 
 def program(method, order, schedule):
     """The compiled beta -> (lnZ/N, dlnZ/N/dbeta, d^2 lnZ/N/dbeta^2 or None) of ``method``
-    ("whole", "forward" or "checkpoint"; ``order`` 1 or 2) for ``schedule``, and the seconds
-    spent tracing and compiling it now (0.0 when it was cached).
+    ("whole", "forward_mode" or "checkpoint"; ``order`` 1 or 2) for ``schedule``, and the
+    seconds spent tracing and compiling it now (0.0 when it was cached).
 
     The executable is ``jax.jit(f).lower(beta).compile()``: call it with a Python float;
     its ``memory_analysis()`` gives XLA's memory figures.  Raises InputError for "staged"
     (a sequence of per-step programs, :mod:`trgad.staged`) and for a bad order or schedule.
     """
-    import jax
-
-    method = check_choice("method", method, METHODS)
+    method = check_method(method)
     if method == "staged":
         raise InputError("method='staged' is not one program: see trgad.staged")
-    key = (method, _check_order(order), _schedule(schedule))
+    key = (method, check_order(order), tuple(check_schedule(schedule)))
     if key in _EXECUTABLES:
         return _EXECUTABLES[key], 0.0
     t0 = time.perf_counter()
@@ -214,32 +207,12 @@ def program(method, order, schedule):
     return exe, time.perf_counter() - t0
 
 
-def clear_caches():
-    """Forget every compiled program (this module's and the staged ones): the next call of
-    each method compiles again, as a first call does."""
-    _EXECUTABLES.clear()
-    staged.clear_cache()
-
-
-def _c(beta, d2):
-    """c = beta**2 d2, and 0 when d2 is exactly 0 (deep in the ordered phase beta**2 would
-    overflow float64 and give inf * 0)."""
-    return 0.0 if d2 == 0 else beta * d2 * beta
-
-
-def _check_order(order):
-    if order not in (1, 2):
-        raise InputError(f"order={order!r} is out of range: order must be 1 (lnZ/N and u) "
-                         f"or 2 (also c)")
-    return order
-
-
 def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="exact"):
     """lnZ/N, u and (order 2) c of the Ising model by TRG, by one mode of differentiation.
 
     Parameters
     ----------
-    beta : float in (0, 8.9e307], inverse temperature (1/J).
+    beta : float in (0, :data:`trgad.validate.BETA_MAX`], inverse temperature (1/J).
     schedule : sequence of int, the kept k at each step (:func:`trgad.trg.truncation_schedule`).
     method : one of :data:`METHODS` (see the module docstring).
     order : 1 (lnZ/N and u) or 2 (also c).
@@ -250,7 +223,8 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     -------
     JSON-ready dict: ``method``, ``order``, ``lnz_per_site``, ``u`` (J per site), ``c``
     (k_B per site; None for order 1), ``c_method`` ("exact" or "fd"; None for order 1),
-    ``seconds`` (this call, compilation included on a first call) and
+    ``fd_step`` (the central difference's step h, :func:`trgad.staged.fd_step`; None unless
+    c_method is "fd"), ``seconds`` (this call, compilation included on a first call) and
     ``compile_seconds`` (the part spent tracing and compiling: 0 when the program was
     cached; the staged method compiles while it runs, so it reports None).
 
@@ -258,9 +232,9 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     ------
     InputError for a bad beta, schedule, method, order or c_method.
     """
-    beta, ks = check_beta(beta), _schedule(schedule)
+    beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     method = check_method(method)
-    order = _check_order(order)
+    order = check_order(order)
     c_method = check_choice("c_method", c_method, C_METHODS)
     t0 = time.perf_counter()
     compile_seconds = None
@@ -270,17 +244,19 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
             c = None
         elif c_method == "exact":
             lnz, dlnz, d2 = staged.value_grad_hess_jax(beta, ks)
-            c = _c(beta, d2)
+            c = ising.specific_heat_of(beta, d2)
         else:
             lnz, dlnz = staged.value_and_grad_jax(beta, ks)
             c = staged.specific_heat(beta, ks)
     else:
         exe, compile_seconds = program(method, order, ks)
         lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
-        c = None if d2 is None else _c(beta, d2)
+        c = None if d2 is None else ising.specific_heat_of(beta, d2)
+    fd = order == 2 and method == "staged" and c_method == "fd"
     return {"method": method, "order": order, "lnz_per_site": float(lnz), "u": -float(dlnz),
             "c": None if c is None else float(c),
-            "c_method": None if order == 1 else ("fd" if method == "staged" and c_method == "fd" else "exact"),
+            "c_method": None if order == 1 else ("fd" if fd else "exact"),
+            "fd_step": staged.fd_step(beta) if fd else None,
             "seconds": time.perf_counter() - t0, "compile_seconds": compile_seconds}
 
 
@@ -289,10 +265,8 @@ def taylor_mode_works(schedule=(2,)):
     lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
     (True, None).  With JAX 0.10.x it is False: an ``UnexpectedTracerError`` inside
     ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
-    import jax
-    from jax.experimental import jet
-
-    f = lambda b: trg.lnz_per_site(b, _schedule(schedule))              # noqa: E731
+    ks = tuple(check_schedule(schedule))
+    f = lambda b: trg.lnz_per_site(b, ks)                               # noqa: E731
     try:
         jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
     except Exception as e:                                          # noqa: BLE001 (reported)
@@ -304,9 +278,6 @@ def jet_has_svd_rule():
     """Whether ``jax.experimental.jet`` can push a Taylor series through ``jnp.linalg.svd``
     (a 3 x 3 matrix linear in x): returns (False, "ExceptionName: message") or (True, None).
     With JAX 0.10.x it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
-    import jax.numpy as jnp
-    from jax.experimental import jet
-
     f = lambda x: jnp.linalg.svd(x * jnp.eye(3) + jnp.ones((3, 3)))[1].sum()    # noqa: E731
     try:
         jet.jet(f, (0.3,), ((1.0, 0.0),))

@@ -10,7 +10,7 @@ Two parameter sets, both differentiated through the same TRG (:func:`trgad.trg.t
 
 Reverse mode gets the whole gradient from one backward pass (``jax.value_and_grad``);
 forward mode needs one ``jax.jvp`` per parameter (run one after another with the same
-compiled program, each recomputing the forward pass, SVDs included: ``jax.jacfwd``, or
+compiled program, each recomputing the primal pass, SVDs included: ``jax.jacfwd``, or
 ``jax.linearize`` with ``vmap`` over the tangents, would run the SVDs once but batch linear
 algebra with ``vmap``, which this project avoids, see README).  The forward/reverse cost
 ratio of :func:`compare` is therefore this implementation's, not forward mode's best.  :func:`compare` times both and checks them against each other,
@@ -26,14 +26,16 @@ import time
 
 import numpy as np
 
+import jax
+import jax.numpy as jnp
+
 from . import ising, staged, trg
 from .timing import block, time_call
-from .validate import InputError, check_beta, check_choice, check_positive, check_repeats
+from .validate import (AD_MODES, InputError, check_beta, check_choice, check_positive, check_repeats,
+                       check_schedule)
 
 #: Parameter sets of :func:`gradient`.
 PARAMS = ("tensor", "couplings")
-#: Modes of :func:`gradient`.
-MODES = ("reverse", "forward")
 
 
 def bond_matrix(K, ops):
@@ -57,19 +59,17 @@ def anisotropic_tensor(kx, ky, ops):
 def lnz_of_tensor(T0, schedule):
     """ln Z~/N of the lattice of copies of T0 ((2, 2, 2, 2) JAX array) by TRG with
     ``schedule``, as one JAX graph (no 2 beta added: see :func:`trgad.trg.lnz_from_steps`)."""
-    ops = trg.jax_ops()
+    ops = trg.JAX
     T, ln_norms = T0, []
-    for k in schedule:
-        T, ln = trg.trg_step(T, int(k), ops)
+    for k in check_schedule(schedule):
+        T, ln = trg.trg_step(T, k, ops)
         ln_norms.append(ln)
     return trg.lnz_from_steps(ln_norms, T, ops)
 
 
 def _objective(params, beta, schedule):
     """(f, x0): lnZ/N as a function of a flat parameter vector, and the point x0."""
-    import jax.numpy as jnp
-
-    ops = trg.jax_ops()
+    ops = trg.JAX
     if params == "tensor":
         x0 = np.asarray(ising.initial_tensor(beta, trg.NUMPY)).reshape(-1)
         return (lambda x: lnz_of_tensor(jnp.reshape(x, (2, 2, 2, 2)), schedule) + 2.0 * beta), x0
@@ -82,8 +82,8 @@ def _objective(params, beta, schedule):
 
 def _checked(params, mode, beta, schedule):
     params = check_choice("params", params, PARAMS)
-    mode = check_choice("mode", mode, MODES)
-    return params, mode, check_beta(beta), tuple(staged._schedule(schedule))
+    mode = check_choice("mode", mode, AD_MODES)
+    return params, mode, check_beta(beta), tuple(check_schedule(schedule))
 
 
 def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
@@ -93,8 +93,9 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
     ----------
     beta : float > 0 (1/J).  schedule : sequence of int (:func:`trgad.trg.truncation_schedule`).
     params : "tensor" (16 entries of T0, row-major over [l, u, r, d]) or "couplings" (J_x, J_y).
-    mode : "reverse" (one ``jax.value_and_grad`` pass) or "forward" (one ``jax.jvp`` per
-        parameter, the same compiled program called with each unit tangent).
+    mode : one of :data:`trgad.validate.AD_MODES`: "reverse" (one ``jax.value_and_grad``
+        pass) or "forward_mode" (one ``jax.jvp`` per parameter, the same compiled program
+        called with each unit tangent; "forward" is a deprecated alias).
     repeats : steady-state repeats (int in [1, 100]).
 
     Returns
@@ -106,8 +107,6 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
 
     Raises InputError for bad beta, schedule, params, mode or repeats.
     """
-    import jax
-
     params, mode, beta, ks = _checked(params, mode, beta, schedule)
     repeats = check_repeats(repeats)
     f, x0 = _objective(params, beta, ks)
@@ -137,10 +136,8 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
 
 def finite_difference(beta, schedule, params="tensor", h=1e-5):
     """Central differences [f(x + h e) - f(x - h e)] / 2h of lnZ/N for every parameter e, with
-    one compiled forward program; error O(h^2) + O(1e-16 / h).  Returns a list of floats.
-    Raises InputError for a bad beta, schedule, params or h outside (0, 0.1]."""
-    import jax
-
+    one compiled primal program (lnZ/N alone); error O(h^2) + O(1e-16 / h).  Returns a list
+    of floats.  Raises InputError for a bad beta, schedule, params or h outside (0, 0.1]."""
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
     h = check_positive("h", h, 0.1)
     f, x0 = _objective(params, beta, ks)
@@ -158,37 +155,35 @@ def beta_oracle(beta, schedule, params, grad):
     sum_e grad_e dT0_e/dbeta + 2 (tensor; dT0/dbeta by ``jax.jacfwd`` of the 2x2x2x2 initial
     tensor, no SVD in it) or (expected, from_grad) = (beta d lnZ/N / d beta, grad_x + grad_y)
     (couplings)."""
-    import jax
-
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
     _, dlnz = staged.value_and_grad_jax(beta, ks)
     grad = np.asarray(grad, dtype=float)
     if params == "couplings":
         return beta * dlnz, float(grad[0] + grad[1])
-    dT = jax.jacfwd(lambda b: ising.initial_tensor(b, trg.jax_ops()))(beta)
+    dT = jax.jacfwd(lambda b: ising.initial_tensor(b, trg.JAX))(beta)
     return dlnz, float(np.dot(grad, np.asarray(dT).reshape(-1)) + 2.0)
 
 
 def compare(beta, schedule, params="tensor", repeats=1, h=1e-5, with_fd=True):
     """Reverse and forward mode for one parameter set, side by side, checked.
 
-    Returns a JSON-ready dict: ``params``, ``n_params``, ``reverse`` and ``forward`` (the
-    dicts of :func:`gradient`), ``max_abs_difference`` (between the two gradients),
+    Returns a JSON-ready dict: ``params``, ``n_params``, ``reverse`` and ``forward_mode``
+    (the dicts of :func:`gradient`), ``max_abs_difference`` (between the two gradients),
     ``fd`` (central differences, :func:`finite_difference`, or None) and
     ``max_abs_fd_difference``, ``beta_oracle`` (expected, from_gradient: see
-    :func:`beta_oracle`), ``forward_over_reverse`` (steady-state time ratio: where reverse
-    mode wins, it is > 1).  Raises InputError for bad input (see :func:`gradient`).
+    :func:`beta_oracle`), ``forward_mode_over_reverse`` (steady-state time ratio: where
+    reverse mode wins, it is > 1).  Raises InputError for bad input (see :func:`gradient`).
     """
     rev = gradient(beta, schedule, params, "reverse", repeats)
-    fwd = gradient(beta, schedule, params, "forward", repeats)
+    fwd = gradient(beta, schedule, params, "forward_mode", repeats)
     g_r, g_f = np.asarray(rev["gradient"]), np.asarray(fwd["gradient"])
     fd = finite_difference(beta, schedule, params, h) if with_fd else None
-    return {"params": rev["params"], "n_params": len(g_r), "reverse": rev, "forward": fwd,
+    return {"params": rev["params"], "n_params": len(g_r), "reverse": rev, "forward_mode": fwd,
             "max_abs_difference": float(np.max(np.abs(g_r - g_f))),
             "fd": fd, "max_abs_fd_difference": None if fd is None else float(np.max(np.abs(g_r - fd))),
             "beta_oracle": list(beta_oracle(beta, schedule, params, g_r)),
-            "forward_over_reverse": fwd["steady_seconds"] / rev["steady_seconds"]}
+            "forward_mode_over_reverse": fwd["steady_seconds"] / rev["steady_seconds"]}
 
 
-__all__ = ["PARAMS", "MODES", "bond_matrix", "anisotropic_tensor", "lnz_of_tensor", "gradient",
+__all__ = ["PARAMS", "bond_matrix", "anisotropic_tensor", "lnz_of_tensor", "gradient",
            "finite_difference", "beta_oracle", "compare", "InputError"]

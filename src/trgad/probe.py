@@ -32,9 +32,16 @@ import math
 import time
 from typing import Callable, Sequence
 
-from .keys import STRATEGIES
+import jax
+
+from . import engine as keyed
+from . import trg, whole
+from .keyed_trg import KeyedOps
+from .keys import STRATEGIES, path_count
+from .timing import count_eqns, time_grad_transform
 from .userstep import GRAPHS, as_state, check_step, load_step, one_line
-from .validate import BUDGET_MAX, InputError, check_choice, check_engine, check_int, check_positive
+from .validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_engine,
+                       check_int, check_positive)
 from .verdict import THRESHOLD, classify  # noqa: F401  (THRESHOLD: the book quotes it)
 
 #: Default depths for :func:`growth` on the keyed engine (exact key visits; the time budget
@@ -153,8 +160,6 @@ def _unroll(step, state, depth, is_tuple, where, first=True):
 
 
 def _measure_keyed(step, state, is_tuple, depth, keys):
-    from . import engine as keyed
-
     leaves = [keyed.leaf(v, keys) for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     y = _unroll(step, start, depth, is_tuple, "on the keyed engine's values")
@@ -177,11 +182,6 @@ def _engine_row(d):
 def _jax_row(f, x0, execute=True, repeats=3):
     """JAX's transform of ``f`` at ``x0`` (CPU time, min of ``repeats``), and optionally one
     compiled ``jit(grad)`` call (wall time, after compiling)."""
-    import jax
-
-    from .timing import time_grad_transform
-    from .whole import count_eqns
-
     seconds, jaxpr = time_grad_transform(f, x0, repeats=repeats, clock=time.process_time)
     run, val = None, None
     if execute:
@@ -314,9 +314,6 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
     as :func:`growth`.  ``execute=False`` skips the JAX execution (its ``jit`` compilation
     costs seconds per step; run_seconds is then None).  Raises InputError for bad arguments.
     """
-    from . import trg
-    from .validate import check_beta, check_chi
-
     engine, keys, budget = _check_common(engine, keys, budget)
     if steps is None:
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
@@ -327,14 +324,9 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
     def measure_at(n):
         schedule = full[:n]
         if engine == "keyed":
-            from . import engine as keyed
-            from .whole import KeyedOps
-
             b = keyed.leaf(beta, keys)
             y = trg.lnz_per_site(b, schedule, ops=KeyedOps(keys))
             return _engine_row(keyed.grad(y, b))
-        from . import whole
-
         return _jax_row(whole.lnz_fn(schedule), beta, execute=execute)
 
     return _sweep(measure_at, steps, engine, keys, budget)
@@ -373,9 +365,6 @@ def path_matrix(step: Callable, x0) -> list:
     output that is a constant, not an engine value, has a row of zeros).  Raises InputError
     as :func:`growth` does for a bad step or x0.
     """
-    from . import engine as keyed
-    from .keys import path_count
-
     if not callable(step):
         raise InputError(f"step={step!r} is not callable")
     state, is_tuple = as_state(x0)

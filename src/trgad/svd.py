@@ -31,8 +31,6 @@ keyed graph engine calls the SVD rules with NumPy.
 """
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -193,14 +191,30 @@ def _resolvent_eig(xp, shifts, R, W, w):
 
 # ---- the balanced split: the halves a tensor network puts at the two ends of a bond --------
 
-def _frozen_solves(xp, Sigma, s, A_left, A_right, U_d, V_d, w):
-    """Solvers for the covariant split rule at a point where Sigma = X^T X = diag(s):
-    Sigma^-1 Z, the Lyapunov operator Z -> Sigma Z + Z Sigma, and the two Sylvester
-    operators Z -> Z Sigma^2 - A Z (A = M_perp M_perp^T or M_perp^T M_perp).
+def frozen_solves(xp, Sigma, s, A_left, A_right, U_d, V_d, w):
+    """Solvers for the covariant split rule (:func:`split_tangent`) at a point where
+    Sigma = X^T X = diag(s).
 
-    The solves use the known eigenbases (s; U_d or V_d with w), never differentiated; with
-    JAX each is a ``custom_linear_solve`` of its operator, so derivatives flow through Sigma
-    and M_perp by implicit differentiation, to any order."""
+    Parameters
+    ----------
+    xp : module, ``numpy`` or ``jax.numpy``.
+    Sigma : (k, k) array equal to diag(s) here (with JAX the value derivatives flow through).
+    s : (k,) positive array, Sigma's diagonal (an eigenbasis: never differentiated).
+    A_left, A_right : functions Z -> A Z for the symmetric A = M_perp M_perp^T (m, m) and
+        A = M_perp^T M_perp (n, n).
+    U_d, V_d : (m, r) and (n, r) orthonormal columns with A_left = U_d diag(w**2) U_d^T and
+        A_right = V_d diag(w**2) V_d^T; w : (r,) array (eigenbases: never differentiated).
+
+    Returns
+    -------
+    (inv, lyap, left, right), functions of one array: inv(Z) = Sigma^-1 Z (Z: (k, j));
+    lyap(Z) = the X with Sigma X + X Sigma = Z ((k, k)); left(R) = the X with
+    X Sigma^2 - A_left X = R ((m, k)); right(R) the same with A_right ((n, k)).  A pair with
+    no inverse (s_i + s_j = 0, or s_i**2 equal to some w**2) contributes 0, as in
+    :func:`resolvent`.  The solves use the known eigenbases, never differentiated; with JAX
+    each is a ``jax.lax.custom_linear_solve`` of its operator, so derivatives flow through
+    Sigma and M_perp by implicit differentiation, to any order.
+    """
     if xp is np:
         inv = lambda Z: Z / s[:, None]                                           # noqa: E731
         lyap = lambda Z: Z * _inverse_or_zero(np, s[:, None] + s[None, :])       # noqa: E731
@@ -231,14 +245,14 @@ def _frozen_solves(xp, Sigma, s, A_left, A_right, U_d, V_d, w):
 def _split_frame(xp, M, X, Y, s, discarded):
     """Covariant quantities of the split (X, Y) of M, in units of c = s[0]: the halves X/sqrt c,
     Y/sqrt c, Sigma = X^T X, the left inverses X+ = Sigma^-1 X^T and (Y+)^T = Sigma^-1 Y,
-    M_perp/c = (1 - X X+) M (1 - Y+ Y) / c, and the solvers of :func:`_frozen_solves`."""
+    M_perp/c = (1 - X X+) M (1 - Y+ Y) / c, and the solvers of :func:`frozen_solves`."""
     c = s[0] if xp is np else jax.lax.stop_gradient(s[0])
     rc = xp.sqrt(c)
     Xt, Yt, st = X / rc, Y / rc, s / c
     U_d, s_d, Vh_d = discarded
     Sigma = Xt.T @ Xt
     holder = {}
-    inv, lyap, left, right = _frozen_solves(
+    inv, lyap, left, right = frozen_solves(
         xp, Sigma, st, lambda Z: holder["P"] @ (holder["P"].T @ Z),
         lambda Z: holder["P"].T @ (holder["P"] @ Z), U_d, Vh_d.T, s_d / c)
     Xp, Ypt = inv(Xt.T), inv(Yt)

@@ -8,14 +8,10 @@ together; a chi that cuts a multiplet of equal singular values at some beta is r
 for that beta (its row has ``error``), never silently rounded.
 
 The default method is ``checkpoint`` (reverse over forward through the checkpointed
-``lax.scan``, :mod:`trgad.modes`): a scan of n betas costs one compilation plus n calls, and
-the checkpointed scan compiles the fewest distinct step programs.  Measured with
-:func:`trgad.bench.second_order_costs` (20 steps, beta = 0.3, first call from empty caches /
-steady call, the methods taking turns; 2 cores shared with other jobs, so only the order
-is meaningful): chi = 16 checkpoint 17 s / 1.23 s, forward 27 s / 0.71 s, staged 69 s /
-1.41 s, whole 208 s / 1.60 s; chi = 8 checkpoint 57 s / 0.15 s, staged 67 s / 0.11 s,
-forward 75 s / 0.15 s, whole 200 s / 0.09 s.  For 41 betas at both chis that is about
-130 s for checkpoint, 137 s for forward, 199 s for staged and 400 s for whole.
+``lax.scan``, :mod:`trgad.modes`): a scan of n betas costs one compilation per schedule
+plus n calls, and the checkpointed scan compiles the fewest distinct step programs
+(its repeated step once).  :func:`trgad.bench.second_order_costs` measures the first and
+steady calls of every method, and the book's chapter *Choosing a way out* shows them.
 """
 from __future__ import annotations
 
@@ -87,8 +83,8 @@ def scan(chi, steps, betas, method=DEFAULT_METHOD):
     method = modes.check_method(method)
     t0 = time.perf_counter()
     schedules, groups, errors = [], [], []
-    for b in betas:            # NumPy, about one forward pass per beta (a JAX forward pass
-        try:                   # returning the spectra was measured no faster here)
+    for b in betas:            # NumPy: one primal pass per beta, with the spectra at every cut
+        try:
             ks = trg.truncation_schedule(chi, steps, b)
         except InputError as e:
             groups.append(None)

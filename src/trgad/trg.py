@@ -1,7 +1,7 @@
 """Levin-Nave TRG for the 2D Ising model, written once for several array back ends.
 
 The functions take an ``ops`` namespace (:data:`JAX`, :data:`NUMPY`, or the keyed engine's
-``trgad.whole.KeyedOps``) so that the *same* code builds the JAX graph that ``jax.grad``
+``trgad.keyed_trg.KeyedOps``) so that the *same* code builds the JAX graph that ``jax.grad``
 differentiates and the graph that the keyed engine transforms.
 
 Conventions
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from . import ising
 from .svd import RANK_RTOL, balanced_split, check_multiplet, numerical_rank
-from .validate import InputError, check_beta, check_chi, check_int, check_steps
+from .validate import InputError, check_beta, check_chi, check_int, check_schedule, check_steps
 
 
 class _Ops:
@@ -39,8 +40,6 @@ class _Ops:
 
 
 def _jax_ops():
-    import jax.numpy as jnp
-
     ops = _Ops()
     ops.name = "jax"
     ops.exp, ops.expm1, ops.log, ops.sqrt = jnp.exp, jnp.expm1, jnp.log, jnp.sqrt
@@ -69,17 +68,11 @@ def _numpy_ops():
     return ops
 
 
-#: NumPy back end (forward only; used to find the truncation schedule).
+#: NumPy back end (no derivatives; used to find the truncation schedule).
 NUMPY = _numpy_ops()
-_JAX = None
-
-
-def jax_ops():
-    """The JAX back end (created on first use so that importing trgad stays cheap)."""
-    global _JAX
-    if _JAX is None:
-        _JAX = _jax_ops()
-    return _JAX
+#: JAX back end (``jax.numpy``, and :func:`trgad.svd.balanced_split` for the splits): every
+#: JAX transform works through it.
+JAX = _jax_ops()
 
 
 def _split(M, D, k, ops):
@@ -144,12 +137,14 @@ def lnz_per_site(beta, schedule, ops=None):
     Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.  The graph
     contracts the scaled tensor T e^{-2 beta} and adds 2 beta back
     (:func:`trgad.ising.log_weight_per_site`), so it stays finite for every finite beta > 0.
+
+    Raises InputError for a bad schedule (:func:`trgad.validate.check_schedule`).
     """
-    ops = ops or jax_ops()
+    ops, schedule = ops or JAX, check_schedule(schedule)
     T = ising.initial_tensor(beta, ops)
     ln_norms = []
     for k in schedule:
-        T, ln = trg_step(T, int(k), ops)
+        T, ln = trg_step(T, k, ops)
         ln_norms.append(ln)
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
 
@@ -170,7 +165,7 @@ def split_spectra(T):
 def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
 
-    Found by a NumPy forward pass at ``beta`` (the ranks of the first steps come from the
+    Found by a NumPy primal pass at ``beta`` (the ranks of the first steps come from the
     structure of the network, not from beta: [2, 4, 4, 16, 16, ...] for chi = 16 at
     beta = 0.3; see :func:`cut_spectra`).  A singular value
     counts when it exceeds ``rtol`` times the largest one (default :data:`RANK_RTOL`; below
@@ -224,7 +219,7 @@ class Cut(NamedTuple):
 
 
 def cut_spectra(T, steps, chi=None, rtol=RANK_RTOL):
-    """The singular values at each step's cut, from a NumPy forward pass of the TRG.
+    """The singular values at each step's cut, from a NumPy primal pass of the TRG.
 
     Parameters
     ----------
@@ -262,7 +257,7 @@ def cut_spectra(T, steps, chi=None, rtol=RANK_RTOL):
 
 
 def lnz_terms(beta, schedule, ops=None):
-    """The terms of lnZ/N, step by step, from one forward pass of the TRG.
+    """The terms of lnZ/N, step by step, from one primal pass of the TRG.
 
     Parameters as :func:`lnz_per_site`.  Returns a dict of three lists, one entry per step i
     (scalars of ``ops``):
@@ -274,12 +269,12 @@ def lnz_terms(beta, schedule, ops=None):
       ln tr T_{i+1} / 2**(i+1): entry i equals ``lnz_per_site(beta, schedule[:i + 1], ops)``,
       and the entries for i <= 3 are the exact small tori when nothing is truncated there.
     """
-    ops = ops or jax_ops()
+    ops, schedule = ops or JAX, check_schedule(schedule)
     T = ising.initial_tensor(beta, ops)
     total = ising.log_weight_per_site(beta)
     terms = {"ln_norms": [], "ln_traces": [], "estimates": []}
     for i, k in enumerate(schedule):
-        T, ln = trg_step(T, int(k), ops)
+        T, ln = trg_step(T, k, ops)
         total = total + ln * (1.0 / 2**i)
         ln_trace = ops.log(torus_trace(T, ops))
         terms["ln_norms"].append(ln)
