@@ -34,7 +34,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-_VERSIONED = ("jax", "jaxlib", "numpy", "scipy", "myst-nb", "nbclient")
+#: Distributions whose versions key the build (a change re-executes every page).
+VERSIONED = ("jax", "jaxlib", "numpy", "scipy", "myst-nb", "nbclient")
 
 
 def _caps_mode() -> str:
@@ -59,7 +60,7 @@ def inputs_key(book_root: Path, caps_mode: str) -> str:
     for path in _src_files(src):
         h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     h.update(f"{caps_mode}\0{sys.version}\0".encode())
-    for dist in _VERSIONED:
+    for dist in VERSIONED:
         try:
             h.update(f"{dist}={metadata.version(dist)}\0".encode())
         except metadata.PackageNotFoundError:
