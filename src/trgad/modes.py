@@ -11,8 +11,8 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   central difference of two staged gradients (``c_method="fd"``).
 * ``forward_mode`` - forward-mode AD only: u from one ``jax.jvp`` in beta, c from
   ``jax.jvp`` of that (forward over forward); "forward" is accepted as a deprecated alias
-  for one release (:data:`trgad.validate.DEPRECATED_NAMES`).  Taylor mode (``jax.experimental.jet``) does not work here
-  (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2): jet ignores ``custom_jvp``
+  for one release (:data:`trgad.validate.DEPRECATED_NAMES`).  Taylor mode
+  (``jax.experimental.jet``) does not work here (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2): jet ignores ``custom_jvp``
   rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
   rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
   (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`jet_has_svd_rule`).
