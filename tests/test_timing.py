@@ -96,3 +96,13 @@ def test_time_grad_transform_returns_the_jaxpr_of_the_gradient():
     assert whole.count_eqns(jaxpr) == len(jaxpr.jaxpr.eqns)                  # nothing nested
     with pytest.raises(InputError, match="repeats"):
         timing.time_grad_transform(lambda x: x, 1.0, repeats=0)
+
+
+def test_ties_and_leads_follow_one_rule():
+    from trgad.timing import TIE_RTOL, faster, tie
+    assert tie(1.0, 1.0 + TIE_RTOL) and tie(1.0 + TIE_RTOL, 1.0)
+    assert not tie(1.0, 1.0 + 2 * TIE_RTOL) and faster(1.0, 1.0 + 2 * TIE_RTOL)
+    assert not faster(1.0, 1.01) and not faster(1.2, 1.0)
+    assert faster(1.0, 2.0) != faster(2.0, 1.0)
+    with pytest.raises(InputError):
+        tie(0.0, 1.0)
