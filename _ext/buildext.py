@@ -3,7 +3,7 @@
 The pages are executed inline (``execute_notebooks: inline``): myst-nb runs each page in a
 fresh kernel while it parses it, so the ``{eval}`` roles in the prose read the kernel's
 variables.  Inline execution has no cache: a page that Sphinx reads is executed in full.
-This extension does four things around that:
+This extension does five things around that:
 
 1. **Re-reads, hence re-executes, every page when what the pages compute with changes.**
    Sphinx alone re-reads only pages whose source changed, so after an edit under ``src/``
@@ -19,7 +19,14 @@ This extension does four things around that:
 3. **Keeps the browser console clean**: drops script tags that appear twice on a page
    (sphinx-thebe 0.3 with Sphinx 7 adds its config script twice, raising "Identifier
    'THEBE_JS_URL' has already been declared").
-4. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
+4. **Fails the build on a raw repr in the prose.**  An ``{eval}`name``` shows its value's
+   display; for a dict, list, tuple, float, NumPy scalar or array that is Python's repr
+   (``{1: (266, 39.06)}``, ``np.float64(0.79...)``, every digit of a float), never what a
+   sentence means.  Each role's value must be a ``trgad.show.Text`` (``show.num``,
+   ``show.text``), a Python ``int`` or a ``str``; anything else is a warning naming the page,
+   the line and the expression (:data:`EVAL_TYPES`, :func:`eval_type_problem`), which a
+   strict build (``-W``) turns into an error.
+5. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
    to closing it, i.e. executing and rendering the page) and the wall time of the whole
    Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
    labelled with the caps in force (``trgad.caps.PREVIEW``), so that a preview build's
@@ -36,6 +43,51 @@ from pathlib import Path
 
 #: Distributions whose versions key the build (a change re-executes every page).
 VERSIONED = ("jax", "jaxlib", "numpy", "scipy", "myst-nb", "nbclient")
+
+#: The types an ``{eval}`` role may show: formatted text, and integers and strings, whose
+#: displays are their text.  (``bool`` is a subclass of ``int``, but its type name differs.)
+EVAL_TYPES = ("trgad.show.Text", "builtins.int", "builtins.str")
+
+
+def eval_type_problem(type_name: str, expression: str) -> str | None:
+    """Why the value of ``{eval}`expression``` (of type ``type_name``, "module.qualname") must
+    not go into prose, or None when it may: only :data:`EVAL_TYPES` display as formatted
+    text."""
+    if type_name in EVAL_TYPES:
+        return None
+    return (f"raw repr in prose: {{eval}}`{expression}` is a {type_name}, which displays as its "
+            f"repr; format it in its cell with trgad.show.num(x, fmt) or trgad.show.text(...)")
+
+
+def _guard_eval_roles():
+    """Wrap myst-nb's evaluation of ``{eval}`` roles so that each value's type is checked
+    (item 4 of the module docstring).  The type is asked of the page's kernel through the
+    inline executor's client (myst-nb 1.x internals: ``nb_client._client.eval_expression``);
+    if that is missing, every role fails loudly instead of passing unchecked."""
+    from myst_nb.core.variables import RetrievalError
+    from myst_nb.ext import eval as nb_eval
+
+    original = nb_eval.retrieve_eval_data
+    if getattr(original, "_trgad_guarded", False):
+        return
+
+    def retrieve_eval_data(document, key):
+        data = original(document, key)
+        client = getattr(getattr(document["nb_renderer"].renderer, "nb_client", None), "_client", None)
+        if client is None or not hasattr(client, "eval_expression"):
+            raise RetrievalError("cannot check the type of an {eval} value with this myst-nb "
+                                 "(_ext/buildext.py needs nb_client._client.eval_expression)")
+        probe = f"(lambda v: type(v).__module__ + '.' + type(v).__qualname__)({key})"
+        outputs = client.eval_expression(probe)
+        text = next((o.get("data", {}).get("text/plain") for o in outputs
+                     if o.get("output_type") == "execute_result"), None)
+        problem = eval_type_problem((text or "?").strip("'\""), key)
+        if problem:
+            raise RetrievalError(problem)
+        return data
+
+    retrieve_eval_data._trgad_guarded = True
+    nb_eval.retrieve_eval_data = retrieve_eval_data
 
 
 def _caps_mode() -> str:
@@ -143,4 +195,5 @@ def setup(app):
     app.connect("config-inited", _config_inited, priority=400)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("build-finished", _build_finished)
+    _guard_eval_roles()
     return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}

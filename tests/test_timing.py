@@ -124,3 +124,13 @@ def test_count_eqns_without_nesting_is_the_top_level_length():
 
     closed = jax.make_jaxpr(lambda x: jnp.exp(x) * x + 1.0)(0.3)
     assert timing.count_eqns(closed) == timing.count_eqns(closed, nested=False) == 3
+
+
+def test_ties_and_leads_follow_one_rule():
+    from trgad.timing import TIE_RTOL, faster, tie
+    assert tie(1.0, 1.0 + TIE_RTOL) and tie(1.0 + TIE_RTOL, 1.0)
+    assert not tie(1.0, 1.0 + 2 * TIE_RTOL) and faster(1.0, 1.0 + 2 * TIE_RTOL)
+    assert not faster(1.0, 1.01) and not faster(1.2, 1.0)
+    assert faster(1.0, 2.0) != faster(2.0, 1.0)
+    with pytest.raises(InputError):
+        tie(0.0, 1.0)

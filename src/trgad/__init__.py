@@ -36,6 +36,10 @@ from threadpoolctl import threadpool_limits as _threadpool_limits
 
 _jax.config.update("jax_enable_x64", True)
 
+from . import cache as _cache  # noqa: E402
+
+_cache.setup()   # JAX's persistent compilation cache, shared by every process (trgad.cache)
+
 from .exact import BETA_C, onsager, torus_exact  # noqa: E402
 from .trg import lnz_per_site, trg_step, truncation_schedule  # noqa: E402
 from .svd import balanced_split, truncated_svd  # noqa: E402

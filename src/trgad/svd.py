@@ -440,3 +440,105 @@ def balanced_split(M, k):
     transform works.
     """
     return _checked(_split_parts, M, k, s_at=2)[:2]
+
+
+# ---- the balanced split's pullback in closed form: reverse mode, first order -------------
+
+def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
+    """Cotangent of M for the balanced split X = U sqrt(S), Y = sqrt(S) V^T: the transpose
+    of :func:`split_tangent` at the SVD point, written out in the singular basis.
+
+    Parameters
+    ----------
+    xp : module, ``numpy`` or ``jax.numpy``.
+    U (m, k), s (k,), Vh (k, n) : the kept singular triplets (s descending, s[0] > 0).
+    discarded : (U_d (m, r-k), s_d (r-k,), Vh_d (r-k, n)), the other triplets of the same
+        SVD (r = min(m, n)); M_perp = U_d diag(s_d) Vh_d.
+    X_bar (m, k), Y_bar (k, n) : cotangents of the two halves.
+
+    Returns
+    -------
+    The (m, n) cotangent of M.  With dP = U^T dM V, the tangent of :func:`split_tangent` is
+    dX = X alpha + dX_c, dY = (Q - alpha) Y + dY_c, alpha_ij = dP_ij sqrt(s_j/s_i)/(s_i + s_j),
+    Q_ij = dP_ij / sqrt(s_i s_j), and the kept-discarded parts dX_c[:, i] =
+    (s_i^2 - M_perp M_perp^T)^-1 (1 - U U^T)(dM v_i s_i^(3/2) + M_perp dM^T u_i s_i^(1/2))
+    (dY_c alike).  Transposed: M_bar = U C V^T + Z_X S^(3/2) V^T + U S^(1/2) Z_X^T M_perp +
+    U S^(3/2) Z_Y^T + M_perp Z_Y S^(1/2) V^T, where C collects the kept-kept terms and
+    Z_X = (s_i^2 - M_perp M_perp^T)^-1 (1 - U U^T) X_bar[:, i] column by column (Z_Y alike,
+    with M_perp^T M_perp and Y_bar^T).  The only denominators among kept values are
+    s_i + s_j, so it is exact at degenerate kept values for a loss with the bond's gauge
+    symmetry, like :func:`split_tangent`; a kept value equal to a discarded one has no
+    derivative and contributes 0 (:func:`resolvent`).  Computed in units of s[0], so it holds
+    over the float64 range.
+    """
+    U_d, s_d, Vh_d = discarded
+    c = s[0]
+    st, wt = s / c, s_d / c
+    rt = xp.sqrt(st)
+    V, V_d = Vh.T, Vh_d.T
+    g = _inverse_or_zero(xp, st[:, None] + st[None, :]) * rt[None, :] / rt[:, None]
+    q = 1.0 / (rt[:, None] * rt[None, :])
+    A = rt[:, None] * (U.T @ X_bar)             # S^1/2 U^T X_bar
+    B = (Y_bar @ V) * rt[None, :]               # Y_bar V S^1/2
+    C = (A - B) * g + B * q
+    shifts = st ** 2
+    Z_X = _resolvent_eig(xp, shifts, X_bar - U @ (U.T @ X_bar), U_d, wt)
+    Z_Y = _resolvent_eig(xp, shifts, Y_bar.T - V @ (Vh @ Y_bar.T), V_d, wt)
+    s32 = st * rt
+    U_dw = U_d * wt[None, :]                     # M_perp / c = U_dw Vh_d
+    M_bar = (U @ C @ Vh + (Z_X * s32[None, :]) @ Vh + (U * rt[None, :]) @ ((Z_X.T @ U_dw) @ Vh_d)
+             + (U * s32[None, :]) @ Z_Y.T + (U_dw @ (Vh_d @ Z_Y)) @ (rt[:, None] * Vh))
+    return M_bar / xp.sqrt(c)
+
+
+@jax.custom_jvp
+def _first_order_only(x):
+    """Identity whose derivative raises: guards the residuals of a first-order rule."""
+    return x
+
+
+@_first_order_only.defjvp
+def _first_order_only_jvp(primals, tangents):
+    raise InputError("balanced_split_reverse has first derivatives only (reverse mode): use "
+                     "trgad.svd.balanced_split for forward mode and higher derivatives")
+
+
+def _split_reverse_impl(M, k):
+    return _split_parts_impl(M, k)[:2]
+
+
+_split_reverse = jax.custom_vjp(_split_reverse_impl, nondiff_argnums=(1,))
+
+
+def _split_reverse_fwd(M, k):
+    U, s, Vh, *discarded = _svd_parts_impl(M, k)
+    r = jnp.sqrt(s)
+    return (U * r[None, :], r[:, None] * Vh), (U, s, Vh, tuple(discarded))
+
+
+def _split_reverse_bwd(k, residuals, cotangents):
+    U, s, Vh, discarded = _first_order_only(residuals)
+    return (split_pullback(jnp, U, s, Vh, discarded, *cotangents),)
+
+
+_split_reverse.defvjp(_split_reverse_fwd, _split_reverse_bwd)
+
+
+def balanced_split_reverse(M, k):
+    """:func:`balanced_split` with a reverse-mode rule written out (:func:`split_pullback`):
+    the same halves X (m, k), Y (k, n) and the same first derivatives, for a far smaller
+    derivative program than JAX's transposition of the forward-mode rule.
+
+    For ``jax.grad`` / ``jax.vjp`` / ``jax.value_and_grad`` only, first order: forward mode
+    raises JAX's own error (a ``custom_vjp`` has no forward-mode rule) and a second
+    derivative raises :class:`trgad.validate.InputError` (its residuals are singular
+    vectors, whose own derivatives this rule does not define); use :func:`balanced_split`
+    for those.  Parameters and errors otherwise as :func:`balanced_split`.
+    """
+    k = int(k)
+    if not 1 <= k <= min(M.shape):
+        raise InputError(f"k={k} is out of range: k must be in [1, {min(M.shape)}] for a "
+                         f"{tuple(M.shape)} matrix")
+    if not isinstance(M, jax.core.Tracer):
+        check_truncation(np.linalg.svd(np.asarray(M), compute_uv=False), k)
+    return _split_reverse(M, k)

@@ -243,3 +243,24 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
         return SubprocessResult(False, seconds, timeout, error=last)
     value = json.loads(out.rsplit("@@RESULT@@", 1)[1])
     return SubprocessResult(True, seconds, timeout, value=value)
+
+
+# ---- one rule for ties and leads, book-wide ---------------------------------------------
+
+#: Two timings whose ratio is within this relative distance of 1 are a tie: on a shared
+#: 2-core machine the same program's repeated timings move by about this much, so a
+#: smaller gap says nothing about which is faster.
+TIE_RTOL = 0.10
+
+
+def tie(a: float, b: float, rtol: float = TIE_RTOL) -> bool:
+    """Whether timings ``a`` and ``b`` (seconds, > 0) are a tie: max/min <= 1 + ``rtol``."""
+    a, b = check_positive("a", a), check_positive("b", b)
+    return max(a, b) / min(a, b) <= 1.0 + rtol
+
+
+def faster(a: float, b: float, rtol: float = TIE_RTOL) -> bool:
+    """Whether ``a`` is faster than ``b`` by more than a tie: b / a > 1 + ``rtol``.  The one
+    rule the book's sentences "X is faster than Y" are asserted with (:func:`tie` otherwise)."""
+    a, b = check_positive("a", a), check_positive("b", b)
+    return b / a > 1.0 + rtol

@@ -1,0 +1,94 @@
+"""JAX's persistent compilation cache, shared by the book's pages, the tests and the command line.
+
+A compiled program (XLA executable) is written to disk the first time any process compiles
+it, and every later process on the machine loads it instead of compiling it again: the
+20-step whole graph that one chapter compiles is not compiled again by the next chapter,
+the test run or ``python -m trgad``.  Tracing and lowering still happen in every process
+(the cache is looked up by the lowered program), and every number is still computed: the
+cache holds compiled programs, never results.
+
+Where (:func:`directory`): ``$TRGAD_CACHE_DIR`` if set; ``TRGAD_CACHE_DIR=`` (set but empty)
+turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  Inside
+it, one folder per key: the versions of jax and jaxlib and a hash of the package's source,
+so a changed program, a changed compiler or a changed package never meets an old entry
+(JAX's own key covers the program and the compiler options as well).  Remove the folder to
+clear it (``rm -rf ~/.cache/trgad``).
+
+Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
+run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
+Source: JAX documentation, "Persistent compilation cache".
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from importlib import metadata
+from pathlib import Path
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache as _jax_cache
+
+#: Environment variable naming the cache folder; set but empty, it turns the cache off.
+ENV = "TRGAD_CACHE_DIR"
+
+
+def _source_hash() -> str:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(here.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def key() -> str:
+    """The folder name for this jax, jaxlib and package source: ``jax-X-jaxlib-Y-<hash>``."""
+    return f"jax-{jax.__version__}-jaxlib-{metadata.version('jaxlib')}-{_source_hash()}"
+
+
+def root(environ=None) -> Path | None:
+    """The cache's top folder from the environment (see the module docstring), or None when
+    ``TRGAD_CACHE_DIR`` is set but empty (cache off)."""
+    environ = os.environ if environ is None else environ
+    if ENV in environ:
+        value = environ[ENV].strip()
+        return Path(value).expanduser() if value else None
+    base = environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "trgad"
+
+
+def directory(environ=None) -> Path | None:
+    """Where this process's compiled programs go: ``root() / key()``, or None (off)."""
+    top = root(environ)
+    return None if top is None else top / key()
+
+
+def setup() -> Path | None:
+    """Point JAX's persistent compilation cache at :func:`directory` (every program, however
+    quick to compile); called when ``trgad`` is imported.  Returns the folder, or None when
+    the cache is off or the folder cannot be created (then JAX compiles as usual)."""
+    path = directory()
+    if path is None:
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+@contextlib.contextmanager
+def disabled():
+    """Compile without the persistent cache inside the block (neither read nor written), so
+    that a timed first call includes its compilation; the cache is back on afterwards."""
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    _jax_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        _jax_cache.reset_cache()
