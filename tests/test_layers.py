@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "trgad"
 
-SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled"}
+SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache"}
 CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition"}
 ENGINE = {"keys", "rules", "program", "engine", "keyed_trg", "chain", "probe"}
 FRONT = {"cli", "bench", "__main__"}

@@ -1,11 +1,13 @@
 """Compiled programs: the ahead-of-time wrapper and the one registry of their caches.
 
 Every module that keeps compiled JAX programs between calls keeps them in a dict it gets
-from :func:`cache`, so that one call, :func:`clear`, forgets all of them (the next call of
+from :func:`registry`, so that one call, :func:`clear`, forgets all of them (the next call of
 every method then compiles again, as a first call does).  The caches today: ``modes``
 (one executable per method, order and schedule), ``staged`` (the per-shape step and
 pullback programs), ``whole.value_and_grad`` and ``whole.second`` (the whole graph's jitted
-functions, per schedule).
+functions, per schedule), ``exact.kaufman``.  These live in this process's memory; JAX's
+persistent compilation cache (:mod:`trgad.cache`) keeps compiled executables on disk for the
+next process.
 
 :func:`snapshot` and :func:`restore` let a benchmark time several first calls from empty
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
@@ -17,7 +19,7 @@ import jax
 _CACHES = {}
 
 
-def cache(name):
+def registry(name):
     """The registered dict of compiled programs called ``name`` (created empty on first use).
 
     The owner module stores what it compiled under keys of its choosing; :func:`clear`
@@ -41,7 +43,7 @@ def snapshot():
 def restore(saved):
     """Put back the entries of a :func:`snapshot` (entries added since are kept)."""
     for name, entries in saved.items():
-        cache(name).update(entries)
+        registry(name).update(entries)
 
 
 def sizes():

@@ -190,4 +190,4 @@ def kaufman(beta, L):
 
 
 #: One compiled program per L (registered: :func:`trgad.compiled.clear`).
-_KAUFMAN = compiled.cache("exact.kaufman")
+_KAUFMAN = compiled.registry("exact.kaufman")

@@ -183,7 +183,7 @@ def _build(method, order, schedule):
 
 
 #: One executable per (method, order, schedule) (registered: :func:`trgad.compiled.clear`).
-_EXECUTABLES = compiled.cache("modes")
+_EXECUTABLES = compiled.registry("modes")
 
 
 def program(method, order, schedule):

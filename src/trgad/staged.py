@@ -47,7 +47,7 @@ FD_STEP = 1e-5
 
 #: (step program, pullback program) pairs, keyed ("step", D, k), ("jvp", D, k) and by name
 #: for the ends (registered: :func:`trgad.compiled.clear`).
-_PROGRAMS = compiled.cache("staged")
+_PROGRAMS = compiled.registry("staged")
 
 
 # --------------------------------------------------------------------------------------

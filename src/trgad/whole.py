@@ -16,8 +16,8 @@ from .timing import block, count_eqns, time_call, time_grad_transform
 from .validate import check_beta, check_chi, check_schedule, check_steps
 
 #: Compiled whole-graph functions, per schedule (registered: :func:`trgad.compiled.clear`).
-_VALUE_AND_GRAD = compiled.cache("whole.value_and_grad")
-_SECOND = compiled.cache("whole.second")
+_VALUE_AND_GRAD = compiled.registry("whole.value_and_grad")
+_SECOND = compiled.registry("whole.second")
 
 
 def lnz_fn(schedule):
