@@ -88,10 +88,11 @@ def test_scan_start(schedule, start):
 
 
 @pytest.mark.parametrize("checkpoint", [True, False])
-def test_checkpointed_scan_has_the_unrolled_value_and_gradient(checkpoint):
+@pytest.mark.parametrize("ops", [trg.JAX, trg.JAX_REVERSE], ids=["jax", "jax-reverse"])
+def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops):
     sched = trg.truncation_schedule(16, 7, BETA)
     f = lambda b: trg.lnz_per_site(b, sched)                             # noqa: E731
-    g = lambda b: modes.lnz_checkpointed(b, sched, checkpoint=checkpoint)  # noqa: E731
+    g = lambda b: modes.lnz_scanned(b, sched, ops, checkpoint=checkpoint)  # noqa: E731
     assert abs(float(g(BETA)) - float(f(BETA))) < 1e-14
     assert abs(float(jax.grad(g)(BETA)) - float(jax.grad(f)(BETA))) < 1e-12
 

@@ -58,7 +58,7 @@ ENTRY_POINTS = {
     "modes.value_and_derivatives": lambda s: modes.value_and_derivatives(BETA, s, "whole"),
     "modes.program": lambda s: modes.program("whole", 1, s),
     "modes.scan_start": modes.scan_start,
-    "modes.lnz_checkpointed": lambda s: modes.lnz_checkpointed(BETA, s),
+    "modes.lnz_scanned": lambda s: modes.lnz_scanned(BETA, s, checkpoint=True),
     "modes.taylor_mode_works": modes.taylor_mode_works,
     "params.gradient": lambda s: params.gradient(BETA, s),
     "params.lnz_of_tensor": lambda s: params.lnz_of_tensor(np.ones((2, 2, 2, 2)), s),

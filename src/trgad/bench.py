@@ -10,7 +10,7 @@ primal pass as the yardstick:
 * ``staged`` - one VJP per step (:mod:`trgad.staged`), step and pullback programs compiled
   per (D, k);
 * ``checkpoint`` - ``jax.value_and_grad`` through the checkpointed ``lax.scan``
-  (:func:`trgad.modes.lnz_checkpointed`);
+  (:func:`trgad.modes.lnz_scanned`, checkpointed);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
 The derivative rows run the programs of :func:`trgad.modes.program` and
@@ -25,7 +25,7 @@ import time
 
 import jax
 
-from . import compiled, keyed_trg, modes, staged, trg, whole
+from . import cache, compiled, keyed_trg, modes, staged, trg, whole
 from .timing import Sweep, block, capped_sweep, time_call
 from .validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
                        check_schedule, check_steps)
@@ -36,7 +36,12 @@ ROWS = ("primal", "whole", "staged", "checkpoint", "forward_mode")
 #: The benchmark's targets, ``ratio name: upper bound``; each ratio is a quotient of two
 #: figures of one run (:func:`run` defines them; README's benchmark section shows them).
 TARGETS = {
+    "whole_first_over_primal_first": 2.0,
+    "staged_first_over_primal_first": 2.0,
     "checkpoint_first_over_primal_first": 2.0,
+    "forward_mode_first_over_primal_first": 2.0,
+    "second_order_fastest_first_over_primal_first": 3.0,
+    "second_order_slowest_first_over_primal_first": 6.0,
     "forward_mode_over_primal": 2.0,
     "checkpoint_temp_over_whole_temp": 0.25,
     "staged_over_primal": 1.3,
@@ -52,15 +57,17 @@ def _program(name, ks):
 
 
 def _first_call(name, beta, ks):
-    """Row ``name``'s first call (compile whatever is not cached, then run once):
+    """Row ``name``'s first call (compile whatever is not cached in this process, then run
+    once; the persistent compilation cache is off meanwhile, :func:`trgad.cache.disabled`):
     (the call, as a function of no arguments; its seconds; the executable, None for staged)."""
-    t0 = time.perf_counter()
-    if name == "staged":
-        staged.value_and_grad_jax(beta, ks)
-        return (lambda: staged.value_and_grad_jax(beta, ks)), time.perf_counter() - t0, None
-    exe = _program(name, ks)
-    block(exe(beta))
-    return (lambda: exe(beta)), time.perf_counter() - t0, exe
+    with cache.disabled():
+        t0 = time.perf_counter()
+        if name == "staged":
+            staged.value_and_grad_jax(beta, ks)
+            return (lambda: staged.value_and_grad_jax(beta, ks)), time.perf_counter() - t0, None
+        exe = _program(name, ks)
+        block(exe(beta))
+        return (lambda: exe(beta)), time.perf_counter() - t0, exe
 
 
 def _memory(exe):
@@ -151,14 +158,18 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS):
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False):
     """Measure every row (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
     ``methods`` (:func:`methods`, row name -> row); the ratios ``whole_over_primal``,
     ``staged_over_whole``, ``staged_over_primal``, ``staged_first_over_whole_first``,
-    ``checkpoint_first_over_primal_first``, ``forward_mode_over_primal`` and
-    ``checkpoint_temp_over_whole_temp`` (steady-state times unless named first or temp);
+    ``<row>_first_over_primal_first`` for every derivative row, ``forward_mode_over_primal``
+    and ``checkpoint_temp_over_whole_temp`` (steady-state times unless named first or temp);
+    with ``second_order``, ``second_order`` (:func:`second_order_costs` at the same point:
+    method -> {"first_seconds", "steady_seconds", "c"}, one row per exact method) and the
+    ratios ``second_order_fastest_first_over_primal_first`` and
+    ``second_order_slowest_first_over_primal_first``;
     ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}); and, with
     ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
     ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
@@ -178,13 +189,23 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS):
         "staged_over_whole": ("staged", "steady_seconds", "whole", "steady_seconds"),
         "staged_over_primal": ("staged", "steady_seconds", "primal", "steady_seconds"),
         "staged_first_over_whole_first": ("staged", "first_seconds", "whole", "first_seconds"),
+        "whole_first_over_primal_first": ("whole", "first_seconds", "primal", "first_seconds"),
+        "staged_first_over_primal_first": ("staged", "first_seconds", "primal", "first_seconds"),
         "checkpoint_first_over_primal_first": ("checkpoint", "first_seconds", "primal", "first_seconds"),
+        "forward_mode_first_over_primal_first": ("forward_mode", "first_seconds", "primal", "first_seconds"),
         "forward_mode_over_primal": ("forward_mode", "steady_seconds", "primal", "steady_seconds"),
         "checkpoint_temp_over_whole_temp": ("checkpoint", "temp_bytes", "whole", "temp_bytes"),
     }
     for key, (a, fa, b, fb) in ratios.items():
         if a in rows and b in rows:
             out[key] = rows[a][fa] / rows[b][fb]
+    if second_order:
+        out["second_order"] = second_order_costs(beta, schedule, repeats=repeats)
+        if "primal" in rows:
+            firsts = [r["first_seconds"] for r in out["second_order"].values()]
+            primal = rows["primal"]["first_seconds"]
+            out["second_order_fastest_first_over_primal_first"] = min(firsts) / primal
+            out["second_order_slowest_first_over_primal_first"] = max(firsts) / primal
     out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b}
                       for k, b in TARGETS.items() if k in out}
     if engine:
@@ -274,8 +295,9 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     """Cost of c by each method of :mod:`trgad.modes` (order 2, exact) at one point.
 
     Returns a dict method -> {"first_seconds", "steady_seconds", "c"}: the first call from
-    empty caches (:func:`trgad.compiled.clear` before each method, what each compiled kept
-    for the steady state), then the steady state by taking turns (``repeats`` rounds, as in
+    empty caches (:func:`trgad.compiled.clear` before each method, the persistent
+    compilation cache off, :func:`trgad.cache.disabled`; what each compiled is kept for the
+    steady state), then the steady state by taking turns (``repeats`` rounds, as in
     :func:`methods`).  What :mod:`trgad.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
@@ -284,12 +306,13 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     out, kept = {}, {}
     for name in names:
         compiled.clear()
-        r = modes.value_and_derivatives(beta, schedule, name, order=2)
+        with cache.disabled():
+            r = modes.value_and_derivatives(beta, schedule, name, order=2)
         out[name] = {"first_seconds": r["seconds"], "c": r["c"]}
         # keep what this method compiled: the next method's first call starts from empty
         # caches, and compiling every program twice would double the cost
-        for cache, entries in compiled.snapshot().items():
-            kept.setdefault(cache, {}).update(entries)
+        for registry, entries in compiled.snapshot().items():
+            kept.setdefault(registry, {}).update(entries)
     compiled.restore(kept)
     calls = {name: (lambda name=name: modes.value_and_derivatives(beta, schedule, name, order=2))
              for name in names}
@@ -306,6 +329,8 @@ def summary(out, targets=True):
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "
                      f"{row['temp_bytes'] / 2**20:6.1f} MiB")
+    for name, row in out.get("second_order", {}).items():
+        lines.append(f"c by {name:9s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s")
     for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
                 "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
         if key in out:

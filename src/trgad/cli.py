@@ -105,6 +105,8 @@ def _parser():
     b = sub.add_parser("bench", parents=[lattice, json_], help="every mode of differentiation timed, one run")
     b.add_argument("--repeats", default="3",
                    help=f"timed repeats after a warm-up, in [1, {REPEATS_MAX}] (default 3)")
+    b.add_argument("--no-second-order", action="store_true",
+                   help="skip the second-order rows (c by every exact method; the slowest part)")
     return p
 
 
@@ -255,7 +257,7 @@ def _cmd_probe(a):
 
 def _cmd_bench(a):
     chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
-    out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats))
+    out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats), second_order=not a.no_second_order)
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
 
 

@@ -5,7 +5,9 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
 
 * ``whole`` - one ``jax.jit(jax.value_and_grad)`` of the whole graph; c by forward over
   reverse (``jax.jvp`` of ``value_and_grad``) of the whole graph (:data:`SECOND_FORM`
-  says which second-order form each method uses, and why).
+  says which second-order form each method uses, and why).  The repeated full-size steps
+  are one ``jax.lax.scan`` inside that graph (:func:`lnz_scanned`), so the step is traced,
+  transformed and compiled once; the transform still sees the whole graph.
 * ``staged`` - one transform per TRG step, programs compiled per (D, k)
   (:mod:`trgad.staged`); c exactly by :func:`trgad.staged.value_grad_hess_jax`, or by the
   central difference of two staged gradients (``c_method="fd"``).
@@ -23,8 +25,15 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   D = kept k = chi, from the fifth step on at chi = 16) run in one ``jax.lax.scan`` whose
   body is ``jax.checkpoint``-ed, so the repeated step is traced and compiled once and its
   backward pass recomputes the step instead of storing its intermediates; the first,
-  smaller steps are unrolled (:func:`lnz_checkpointed`).  c by reverse over forward
-  (the step's ``jax.jvp`` inside the scan, then one reverse pass).
+  smaller steps are unrolled (:func:`lnz_scanned` with ``checkpoint=True``).  c by reverse
+  over forward (the step's ``jax.jvp`` inside the scan, then one reverse pass).
+
+Every method but staged scans the repeated steps (:func:`lnz_scanned`), and first-order
+reverse mode (``whole``, ``checkpoint`` and ``staged`` at order 1) runs through
+:data:`trgad.trg.JAX_REVERSE`, whose split has its pullback written out
+(:func:`trgad.svd.balanced_split_reverse`); forward mode and second derivatives go through
+:data:`trgad.trg.JAX` (:func:`trgad.svd.balanced_split`).  Both give the same numbers to
+rounding; they differ in the size of the program, hence its compile time.
 
 Every method compiles one program per (method, order, schedule) and caches it in the
 registry of :mod:`trgad.compiled` (``compiled.clear()`` forgets them, the staged ones too).  All are exact up to rounding; they differ in compile
@@ -90,38 +99,44 @@ def scan_start(schedule):
 NORM_NAME = "trg_norm"
 
 
-def named_norm_ops():
-    """The JAX ops of :mod:`trgad.trg` (a copy of :data:`trgad.trg.JAX`) with ``norm``'s
-    result tagged :data:`NORM_NAME` (``jax.ad_checkpoint.checkpoint_name``), for a
-    ``jax.checkpoint`` policy that saves it; the values are those of ``trg.JAX``.
+def named_norm_ops(ops=None):
+    """A copy of the JAX ops ``ops`` (default :data:`trgad.trg.JAX`) with ``norm``'s result
+    tagged :data:`NORM_NAME` (``jax.ad_checkpoint.checkpoint_name``), for a
+    ``jax.checkpoint`` policy that saves it; the values are those of ``ops``.
 
     Why: the backward pass of a ``jax.checkpoint``-ed step recomputes the step, in another
     XLA program.  There the norm ||T|| (a reduction) can round differently in its last bit;
     the SVD of the slightly different matrix then picks another basis inside each multiplet
     of equal singular values, which the Ising TRG has at every step, and the next step's
-    cotangent, written in the first basis, is applied in the second: u came out wrong by
-    5e-8 at 6 steps and 8e-7 at 20 (chi = 16).  Saving the norm (one scalar per step) makes
-    the recomputed SVD's input bitwise the forward's, so it returns the same basis.
+    cotangent, written in the first basis, is applied in the second: u came out wrong in its
+    eighth digit (chi = 16).  Saving the norm (one scalar per step) makes the recomputed
+    SVD's input bitwise the forward's, so it returns the same basis.
     """
-    ops = copy.copy(trg.JAX)
+    ops = copy.copy(ops or trg.JAX)
     base = ops.norm
     ops.norm = lambda T: checkpoint_name(base(T), NORM_NAME)
     return ops
 
 
-def lnz_checkpointed(beta, schedule, checkpoint=True):
+def lnz_scanned(beta, schedule, ops=None, checkpoint=False):
     """lnZ/N as :func:`trgad.trg.lnz_per_site`, with the repeated steps in one ``lax.scan``.
 
     Steps before :func:`scan_start` are unrolled; the rest are the scan's iterations, each
-    one TRG step (``jax.checkpoint``-ed when ``checkpoint``) that carries T and the running
-    sum of w_i ln||T_i|| (w_i = 2**-i, the scan's input).  Same value as the unrolled
-    graph up to the order of the floating-point sum.  ``beta``: scalar, float or traced
-    (1/J); ``schedule``: sequence of int.  Returns a scalar (dimensionless).  Raises
-    InputError for a bad schedule.  Source: ``jax.checkpoint`` and ``jax.lax.scan`` (JAX
-    documentation, "Gradient checkpointing"), applied to the Levin-Nave steps.
+    one TRG step that carries T and the running sum of w_i ln||T_i|| (w_i = 2**-i, the
+    scan's input), so the repeated step is traced, transformed and compiled once, however
+    many steps there are.  With ``checkpoint`` the step is ``jax.checkpoint``-ed (its
+    backward pass recomputes the step instead of storing its intermediates; the norm is
+    saved, :func:`named_norm_ops`).  Same value as the unrolled graph up to the order of the
+    floating-point sum.
+
+    Parameters: ``beta`` scalar, float or traced (1/J); ``schedule`` sequence of int;
+    ``ops`` the JAX back end (default :data:`trgad.trg.JAX`; :data:`trgad.trg.JAX_REVERSE`
+    for first-order reverse mode).  Returns a scalar (dimensionless).  Raises InputError
+    for a bad schedule.  Source: ``jax.lax.scan`` and ``jax.checkpoint`` (JAX documentation,
+    "Gradient checkpointing"), applied to the Levin-Nave steps.
     """
     ks = tuple(check_schedule(schedule))
-    ops = trg.JAX
+    ops = ops or trg.JAX
     start = scan_start(ks)
     T = ising.initial_tensor(beta, ops)
     total = 0.0
@@ -129,10 +144,13 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
         T, ln = trg.trg_step(T, k, ops)
         total = total + ln * (1.0 / 2**i)
     if start < len(ks):
-        k, named = ks[-1], named_norm_ops()
-        step = lambda t: trg.trg_step(t, k, named)                      # noqa: E731
+        k = ks[-1]
         if checkpoint:
-            step = jax.checkpoint(step, policy=jax.checkpoint_policies.save_only_these_names(NORM_NAME))
+            named = named_norm_ops(ops)
+            step = jax.checkpoint(lambda t: trg.trg_step(t, k, named),
+                                  policy=jax.checkpoint_policies.save_only_these_names(NORM_NAME))
+        else:
+            step = lambda t: trg.trg_step(t, k, ops)                    # noqa: E731
 
         def body(carry, w):
             t, acc = carry
@@ -148,11 +166,14 @@ def lnz_checkpointed(beta, schedule, checkpoint=True):
 
 # ---- compiled programs ---------------------------------------------------------------------
 
-def _lnz(method, schedule):
-    """beta -> lnZ/N as ``method`` builds it: the checkpointed scan or the unrolled graph."""
-    if method == "checkpoint":
-        return lambda b: lnz_checkpointed(b, schedule)
-    return lambda b: trg.lnz_per_site(b, schedule)
+def _lnz(method, schedule, order):
+    """beta -> lnZ/N as ``method`` builds it at ``order``: every method scans the repeated
+    steps (:func:`lnz_scanned`; ``checkpoint`` also checkpoints them); first-order reverse
+    mode (``whole`` and ``checkpoint`` at order 1) uses :data:`trgad.trg.JAX_REVERSE`, the
+    rest :data:`trgad.trg.JAX`."""
+    reverse = order == 1 and method in ("whole", "checkpoint")
+    ops = trg.JAX_REVERSE if reverse else trg.JAX
+    return lambda b: lnz_scanned(b, schedule, ops, checkpoint=method == "checkpoint")
 
 
 def _second(form, f):
@@ -174,7 +195,7 @@ def _second(form, f):
 
 def _build(method, order, schedule):
     """beta -> (lnz, dlnz, d2lnz or None) for one method (not staged), not yet compiled."""
-    f = _lnz(method, schedule)
+    f = _lnz(method, schedule, order)
     if order == 2:
         return _second(SECOND_FORM[method], f)
     if method == "forward_mode":

@@ -27,7 +27,9 @@ runs the step and returns the leaves of its ``jax.vjp`` closure (a pytree of res
 rebuilds the closure and applies it, so the backward pass reuses the step's residuals
 instead of recomputing the step.  For chi = 16 the schedule [2, 4, 4, 16, 16, ...] has five
 distinct (D, k) pairs, so 20 (or 100) steps compile five pairs.  The programs are kept in
-the registry of :mod:`trgad.compiled` (``compiled.clear()`` forgets them).
+the registry of :mod:`trgad.compiled` (``compiled.clear()`` forgets them).  The
+first-order steps run through :data:`trgad.trg.JAX_REVERSE` (the split's pullback written
+out, :func:`trgad.svd.balanced_split_reverse`): the pullback programs are reverse mode only.
 
 Second derivative (:func:`value_grad_hess_jax`): the same staging for the pair (T_i,
 dT_i/d beta): one JVP program per (D, k) forward, one VJP of it backward, so the specific
@@ -88,14 +90,14 @@ def step_programs(D, k):
     per (D, k) and kept until :func:`trgad.compiled.clear`.
     """
     D, k = int(D), int(k)
-    return _pair(("step", D, k), lambda t: trg.trg_step(t, k, trg.JAX))
+    return _pair(("step", D, k), lambda t: trg.trg_step(t, k, trg.JAX_REVERSE))
 
 
 def end_programs():
     """The (step, pullback) pairs of the two ends of the first-order pass: the initial tensor,
     beta -> T_0 (:func:`trgad.ising.initial_tensor`), and the trace term,
     (T_n, w) -> w ln tr T_n (the pullback takes its cotangent, a scalar)."""
-    return (_pair("init", lambda b: ising.initial_tensor(b, trg.JAX)),
+    return (_pair("init", lambda b: ising.initial_tensor(b, trg.JAX_REVERSE)),
             _pair("tail", lambda t, w: w * trg.JAX.log(trg.torus_trace(t, trg.JAX))))
 
 

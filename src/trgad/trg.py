@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ising
-from .svd import RANK_RTOL, balanced_split, check_multiplet, numerical_rank
+from .svd import RANK_RTOL, balanced_split, balanced_split_reverse, check_multiplet, numerical_rank
 from .validate import InputError, check_beta, check_chi, check_int, check_schedule, check_steps
 
 
@@ -39,13 +39,13 @@ class _Ops:
     name = "?"
 
 
-def _jax_ops():
+def _jax_ops(split=balanced_split, name="jax"):
     ops = _Ops()
-    ops.name = "jax"
+    ops.name = name
     ops.exp, ops.expm1, ops.log, ops.sqrt = jnp.exp, jnp.expm1, jnp.log, jnp.sqrt
     ops.reshape, ops.transpose, ops.einsum = jnp.reshape, jnp.transpose, jnp.einsum
     ops.norm = jnp.linalg.norm
-    ops.split = balanced_split
+    ops.split = split
     ops.constant = lambda x: jnp.asarray(x, dtype=jnp.float64)
     return ops
 
@@ -73,6 +73,11 @@ NUMPY = _numpy_ops()
 #: JAX back end (``jax.numpy``, and :func:`trgad.svd.balanced_split` for the splits): every
 #: JAX transform works through it.
 JAX = _jax_ops()
+#: The JAX back end for first-order reverse mode only (``jax.grad``, ``jax.vjp``): the same
+#: values as :data:`JAX`, with :func:`trgad.svd.balanced_split_reverse`, whose pullback is
+#: written out, so the gradient program is far smaller; forward mode and second derivatives
+#: need :data:`JAX`.
+JAX_REVERSE = _jax_ops(balanced_split_reverse, "jax-reverse")
 
 
 def _split(M, D, k, ops):
