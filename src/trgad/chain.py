@@ -18,7 +18,7 @@ import decimal
 import math
 
 from .keys import STRATEGIES
-from .validate import check_chain, check_choice, check_engine, check_finite, check_int
+from .validate import check_chain, check_choice, check_engine, check_int, check_point
 
 #: Differentiation modes of :func:`run`; the last is the keyed engine's only.
 MODES = ("reverse", "forward", "forward_eager")
@@ -66,7 +66,8 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     engine : "keyed" (this project's graph engine, :mod:`trgad.engine`) or "jax".
     keys : key strategy of the keyed engine, one of :data:`trgad.keys.STRATEGIES`
         (ignored by JAX, reported as None).
-    x0 : float, point of differentiation.
+    x0 : float, point of differentiation: 0 or finite with |x0| >= the smallest normal
+        float64 (:func:`trgad.validate.check_point`; JAX on the CPU flushes subnormals to 0).
     mode : one of :data:`MODES`: "reverse" (keyed ``vjp`` / ``jax.grad``), "forward" (the
         keyed engine's graph-to-graph ``jvp`` / ``jax.jvp``) or "forward_eager" (keyed
         engine only: ``jvp_eager``, tangents along the trace by identity, no key lookups).
@@ -82,7 +83,7 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     ``analytic_grad``, and for the keyed engine ``run_seconds`` and ``free_seconds``.
 
     Raises InputError for depth or fanout < 1, depth * fanout above
-    :data:`trgad.validate.CHAIN_MAX_OPS`, a non-finite x0, or an unknown engine, keys or
+    :data:`trgad.validate.CHAIN_MAX_OPS`, an x0 that is not finite or is subnormal, or an unknown engine, keys or
     mode (``forward_eager`` with JAX included).
     """
     from . import engine as keyed
@@ -91,7 +92,7 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
     mode = check_choice("mode", mode, MODES if engine == "keyed" else MODES[:2])
-    x0 = check_finite("x0", x0)
+    x0 = check_point("x0", x0)
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":

@@ -24,7 +24,8 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
 
     Parameters
     ----------
-    beta : float > 0; schedule : sequence of int (see :func:`trgad.staged.value_and_grad_jax`);
+    beta : float, |beta| in [BETA_MIN, BETA_MAX]; schedule : sequence of int (see
+        :func:`trgad.staged.value_and_grad_jax`);
     keys : one of :data:`trgad.keys.STRATEGIES` ("structural", "interned", "memo"), the
         engine's value-key design.
 
@@ -97,7 +98,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
         # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
         ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_forward[i])
     dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
-    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + 2.0, "forward_seconds": forward_seconds,
+    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + ising.log_weight_slope(beta), "forward_seconds": forward_seconds,
            "per_step": per_step}
     out.update(totals)
     return out
