@@ -24,8 +24,8 @@ from .keys import STRATEGIES
 from .modes import C_METHODS, METHODS
 from .timing import run_with_timeout
 from .userstep import parse_x0
-from .validate import (BUDGET_MAX, InputError, check_beta, check_chain, check_chi,
-                       check_choice, check_engine, check_finite, check_positive, check_repeats,
+from .validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, X0_MIN, InputError, check_beta, check_chain, check_chi,
+                       check_choice, check_engine, check_point, check_positive, check_repeats,
                        check_steps, check_timeout)
 
 #: trg --method: whole, staged, forward, checkpoint (:mod:`trgad.modes`).
@@ -51,7 +51,7 @@ def _parser():
     timeout_help = f"kill the run after this many seconds, in (0, 86400] (default {TIMEOUT:g})"
 
     t = sub.add_parser("trg", help="lnZ/N and u = -d(lnZ/N)/d beta of the Ising model by TRG")
-    t.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
+    t.add_argument("--beta", default="0.3", help=f"inverse temperature in [{BETA_MIN!r}, {BETA_MAX:.4g}] (default 0.3)")
     t.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
     t.add_argument("--steps", default="20", help="TRG steps in [1, 64]; 2**steps sites (default 20)")
     t.add_argument("--engine", default="jax", help="jax | keyed (default jax)")
@@ -69,7 +69,8 @@ def _parser():
     c.add_argument("--fanout", default="2", help="uses of each value per layer, >= 1 (default 2)")
     c.add_argument("--engine", default="keyed", help="keyed | jax (default keyed)")
     c.add_argument("--keys", default="structural", help=keys_help)
-    c.add_argument("--x0", default="1.1", help="point of differentiation, a finite number (default 1.1)")
+    c.add_argument("--x0", default="1.1", help="point of differentiation: 0 or a finite number of magnitude "
+                                               f">= {X0_MIN!r} (default 1.1)")
     c.add_argument("--timeout", default=str(TIMEOUT), help=timeout_help)
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -87,7 +88,7 @@ def _parser():
     b = sub.add_parser("bench", help="every mode of differentiation timed, one run")
     b.add_argument("--chi", default="16", help="bond dimension in [2, 32] (default 16)")
     b.add_argument("--steps", default="20", help="TRG steps in [1, 64] (default 20)")
-    b.add_argument("--beta", default="0.3", help="inverse temperature in (0, 8.9e307] (default 0.3)")
+    b.add_argument("--beta", default="0.3", help=f"inverse temperature in [{BETA_MIN!r}, {BETA_MAX:.4g}] (default 0.3)")
     b.add_argument("--repeats", default="3", help="timed repeats after a warm-up, in [1, 100] (default 3)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     return p
@@ -138,7 +139,7 @@ def _lookup(out, path):
 
 
 def _cmd_trg(a):
-    beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
+    beta, chi, steps = check_beta(a.beta, signed=False), check_chi(a.chi), check_steps(a.steps)
     engine = check_engine(a.engine)
     keys = check_choice("keys", a.keys, STRATEGIES)
     method = check_choice("method", a.method, METHODS)
@@ -198,7 +199,7 @@ def _cmd_chain(a):
     depth, fanout = check_chain(a.depth, a.fanout)
     engine = check_engine(a.engine)
     keys = check_choice("keys", a.keys, STRATEGIES)
-    x0 = check_finite("x0", a.x0)
+    x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
     out, status = _in_child("trgad.chain:run", kwargs, timeout,
@@ -246,9 +247,27 @@ def _cmd_probe(a):
 def _cmd_bench(a):
     from . import bench
 
-    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
+    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta, signed=False)
     out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats))
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
+
+
+def values_may_be_negative(argv):
+    """argv with each option value that starts with one "-" attached to its option:
+    ``["--x0", "-1e-3"]`` -> ``["--x0=-1e-3"]``.
+
+    argparse reads "-1e-3", "-0.5,0.3" or "-inf" after an option as another option ("expected
+    one argument"); every option here is long ("--name"), so a word with a single leading
+    "-" (other than "-h") is a value: a negative number, or text the option's check then
+    names.  After a flag (``--json``) the joined word is refused by argparse as before."""
+    out = []
+    for word in argv:
+        if (out and word.startswith("-") and not word.startswith("--") and word != "-h"
+                and out[-1].startswith("--") and "=" not in out[-1]):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def main(argv=None):
@@ -256,7 +275,7 @@ def main(argv=None):
     failed in its child process, 4 a result that is not finite, 1 an internal error)."""
     commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}
     try:
-        a = _parser().parse_args(argv)
+        a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
         return commands[a.command](a)
     except InputError as e:
         print(f"trgad: error: {e}", file=sys.stderr)
