@@ -8,7 +8,6 @@ against the keyed engine, and the processes the operating system lists.
 import json
 import math
 import os
-import sys
 import textwrap
 import time
 import warnings
