@@ -22,7 +22,7 @@ import jax
 from . import engine as keyed
 from .keys import STRATEGIES
 from .timing import Sweep, capped_sweep, count_eqns, time_grad_transform
-from .validate import (AD_MODES, check_chain, check_choice, check_engine, check_finite, check_int,
+from .validate import (AD_MODES, check_chain, check_choice, check_engine, check_int, check_point,
                        check_positive)
 
 #: Differentiation modes of :func:`run`: reverse mode, forward mode, and the keyed engine's
@@ -72,7 +72,8 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     engine : "keyed" (this project's graph engine, :mod:`trgad.engine`) or "jax".
     keys : key strategy of the keyed engine, one of :data:`trgad.keys.STRATEGIES`
         (ignored by JAX, reported as None).
-    x0 : float, point of differentiation.
+    x0 : float, point of differentiation: 0 or finite with |x0| >= the smallest normal
+        float64 (:func:`trgad.validate.check_point`; JAX on the CPU flushes subnormals to 0).
     mode : one of :data:`MODES`: "reverse" (keyed ``vjp`` / ``jax.grad``), "forward_mode"
         (the keyed engine's graph-to-graph ``jvp`` / ``jax.jvp``; "forward" is a deprecated
         alias) or "forward_eager" (keyed engine only: ``jvp_eager``, tangents along the
@@ -89,14 +90,14 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     ``analytic_grad``, and for the keyed engine ``run_seconds`` and ``free_seconds``.
 
     Raises InputError for depth or fanout < 1, depth * fanout above
-    :data:`trgad.validate.CHAIN_MAX_OPS`, a non-finite x0, or an unknown engine, keys or
+    :data:`trgad.validate.CHAIN_MAX_OPS`, an x0 that is not finite or is subnormal, or an unknown engine, keys or
     mode (``forward_eager`` with JAX included).
     """
     depth, fanout = check_chain(depth, fanout)
     engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
     mode = check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)
-    x0 = check_finite("x0", x0)
+    x0 = check_point("x0", x0)
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":

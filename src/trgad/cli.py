@@ -23,10 +23,10 @@ from . import bench, keyed_trg, modes, probe, trg
 from .keys import STRATEGIES
 from .timing import run_with_timeout
 from .userstep import parse_x0
-from .validate import (BETA_MAX, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES, MAX_STEPS,
-                       REPEATS_MAX, TIMEOUT_MAX, InputError, check_beta, check_chain, check_chi,
-                       check_choice, check_engine, check_finite, check_positive, check_repeats,
-                       check_steps, check_timeout, format_bound)
+from .validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
+                       MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
+                       check_chain, check_chi, check_choice, check_engine, check_point,
+                       check_positive, check_repeats, check_steps, check_timeout, format_bound)
 
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
@@ -54,7 +54,7 @@ def _parents():
     json_.add_argument("--json", action="store_true", help="print one JSON object")
     lattice = argparse.ArgumentParser(add_help=False)
     lattice.add_argument("--beta", default="0.3",
-                         help=f"inverse temperature in (0, {format_bound(BETA_MAX)}] (default 0.3)")
+                         help=f"inverse temperature in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (default 0.3)")
     lattice.add_argument("--chi", default="16", help=f"bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
     lattice.add_argument("--steps", default="20",
                          help=f"TRG steps in [1, {MAX_STEPS}]; 2**steps sites (default 20)")
@@ -91,7 +91,8 @@ def _parser():
                        help="the mul chain y <- y**K / K, differentiated at x0")
     c.add_argument("--depth", default="20", help=f"layers >= 1 (default 20); depth * fanout <= {CHAIN_MAX_OPS}")
     c.add_argument("--fanout", default="2", help="uses of each value per layer, >= 1 (default 2)")
-    c.add_argument("--x0", default="1.1", help="point of differentiation, a finite number (default 1.1)")
+    c.add_argument("--x0", default="1.1", help="point of differentiation: 0 or a finite number of magnitude "
+                                               f">= {X0_MIN!r} (default 1.1)")
 
     q = sub.add_parser("probe", parents=[keyed, json_],
                        help="does the transform grow exponentially with depth?")
@@ -155,7 +156,7 @@ def _lookup(out, path):
 
 
 def _cmd_trg(a):
-    beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
+    beta, chi, steps = check_beta(a.beta, signed=False), check_chi(a.chi), check_steps(a.steps)
     engine = check_engine(a.engine or ENGINE_DEFAULT["trg"])
     keys = check_choice("keys", a.keys, STRATEGIES)
     method = modes.check_method(a.method)
@@ -210,7 +211,7 @@ def _cmd_chain(a):
     depth, fanout = check_chain(a.depth, a.fanout)
     engine = check_engine(a.engine or ENGINE_DEFAULT["chain"])
     keys = check_choice("keys", a.keys, STRATEGIES)
-    x0 = check_finite("x0", a.x0)
+    x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
     out, status = _in_child("trgad.chain:run", kwargs, timeout,
@@ -256,9 +257,27 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
+    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta, signed=False)
     out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats), second_order=not a.no_second_order)
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
+
+
+def values_may_be_negative(argv):
+    """argv with each option value that starts with one "-" attached to its option:
+    ``["--x0", "-1e-3"]`` -> ``["--x0=-1e-3"]``.
+
+    argparse reads "-1e-3", "-0.5,0.3" or "-inf" after an option as another option ("expected
+    one argument"); every option here is long ("--name"), so a word with a single leading
+    "-" (other than "-h") is a value: a negative number, or text the option's check then
+    names.  After a flag (``--json``) the joined word is refused by argparse as before."""
+    out = []
+    for word in argv:
+        if (out and word.startswith("-") and not word.startswith("--") and word != "-h"
+                and out[-1].startswith("--") and "=" not in out[-1]):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def main(argv=None):
@@ -266,7 +285,7 @@ def main(argv=None):
     failed in its child process, 4 a result that is not finite, 1 an internal error)."""
     commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}
     try:
-        a = _parser().parse_args(argv)
+        a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
         return commands[a.command](a)
     except InputError as e:
         print(f"trgad: error: {e}", file=sys.stderr)

@@ -73,7 +73,7 @@ class Value:
 
     Leaves (from :func:`leaf` or constants) have ``op = None``.  ``slot`` is the output
     index within ``op``.  Supports ``+ - * /`` with other values, Python numbers and arrays
-    (NumPy broadcasting, both operand orders) and unary ``-``.
+    (NumPy broadcasting, both operand orders), unary ``-`` and ``abs``.
     """
 
     __slots__ = ("data", "key", "op", "slot")
@@ -102,6 +102,7 @@ class Value:
     def __truediv__(self, other): return apply("div", (), self, other)
     def __rtruediv__(self, other): return apply("div", (), other, self)
     def __neg__(self): return apply("neg", (), self)
+    def __abs__(self): return apply("abs", (), self)
 
 
 def leaf(x, keys="structural"):
@@ -219,7 +220,11 @@ def materialise(strategy, leaves, user_ops):
 
     Returns ``(copy_of, nodes, ops)``: user key -> copy key (same objects on both sides,
     cheap lookups); the copy's dedup table (copy key -> copy key); and the copy's
-    operations ``(prim, params, input copy keys, output copy keys)`` in trace order.
+    operations ``(prim, params, input copy keys, output copy keys)`` in trace order, each
+    once: an op whose outputs' keys are already in the copy (the same primitive applied
+    again to the same inputs, e.g. ``abs(x)`` computed twice) is that value, not a second
+    use of it, so the sweeps must not run its rule twice (they did, and counted its
+    cotangent twice).
     """
     copy_of, nodes, ops = {}, {}, []
     for v in leaves:
@@ -227,13 +232,16 @@ def materialise(strategy, leaves, user_ops):
         copy_of[v.key] = nodes.setdefault(k, k)
     for op in user_ops:
         ins = [copy_of[v.key] for v in op.inputs]
-        outs = []
+        outs, new = [], False
         for slot, user_key in enumerate(op.out_keys):
             k = make_key(strategy, op.prim, op.params, ins, slot)
+            size = len(nodes)
             k = nodes.setdefault(k, k)
+            new = new or len(nodes) > size
             copy_of[user_key] = k
             outs.append(k)
-        ops.append((op.prim, op.params, ins, outs))
+        if new:
+            ops.append((op.prim, op.params, ins, outs))
     return copy_of, nodes, ops
 
 

@@ -70,7 +70,9 @@ def torus_exact(beta, steps):
 
     Parameters
     ----------
-    beta : float > 0, inverse temperature (1/J).
+    beta : float with |beta| in [BETA_MIN, BETA_MAX] (:func:`trgad.validate.check_beta`),
+        inverse temperature (1/J); a negative beta (the antiferromagnet) is enumerated as
+        given, with no symmetry assumed (the oracle for the TRG's Z(-beta) = Z(beta)).
     steps : int in [1, 4].
 
     Returns
@@ -103,7 +105,9 @@ def onsager(beta):
 
     Parameters
     ----------
-    beta : float > 0.
+    beta : float with |beta| in [BETA_MIN, BETA_MAX]; the formulas below are even (lnZ/N, c)
+        and odd (u) in beta, so a negative beta gives the antiferromagnet of the bipartite
+        square lattice.
 
     Returns
     -------
@@ -168,7 +172,7 @@ def kaufman(beta, L):
 
     Parameters
     ----------
-    beta : float > 0, not beta_c within 1e-12 (there gamma_0 = 0 and the formula's |sinh|
+    beta : float in [BETA_MIN, BETA_MAX] (positive: an odd L is not bipartite), not beta_c within 1e-12 (there gamma_0 = 0 and the formula's |sinh|
         term is log 0; c is finite there, but this function does not take the limit).
     L : int in [2, 4096], the side (N = L**2 sites); 2 * steps TRG steps represent L = 2**steps.
 
@@ -178,7 +182,7 @@ def kaufman(beta, L):
     (= beta**2 d^2 lnZ/N / d beta**2, k_B): Kaufman's closed form (see :func:`_kaufman_lnz`),
     differentiated by JAX (forward over reverse).  Raises InputError for a bad beta or L.
     """
-    b = check_beta(beta)
+    b = check_beta(beta, signed=False)     # an odd L is not bipartite: no Z(-beta) = Z(beta)
     L = check_int("L", L, 2, 4096)
     if abs(b - BETA_C) < 1e-12:
         raise InputError(f"beta={beta!r} is beta_c to 1e-12: kaufman() needs beta != beta_c")

@@ -97,7 +97,8 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
 
     Parameters
     ----------
-    beta : float > 0; schedule : sequence of int (see :func:`trgad.staged.value_and_grad_jax`);
+    beta : float, |beta| in [BETA_MIN, BETA_MAX]; schedule : sequence of int (see
+        :func:`trgad.staged.value_and_grad_jax`);
     keys : one of :data:`trgad.keys.STRATEGIES` ("structural", "interned", "memo"), the
         engine's value-key design.
 
@@ -163,7 +164,8 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
         # both paths: through T_{i+1} (cotangent ct) and through ln||T_i|| (weight w_i)
         ct = pull([T_next, ln], leaf, [ct, 1.0 / 2**i], f"step {i}", step_primal[i])
     dlnz = pull([T0], beta_leaf, [ct], "initial tensor")
-    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + 2.0, "primal_seconds": primal_seconds,
+    out = {"lnz_per_site": lnz, "dlnz": float(np.asarray(dlnz)) + ising.log_weight_slope(beta),
+           "primal_seconds": primal_seconds,
            "per_step": per_step}
     out.update(totals)
     return out

@@ -233,7 +233,9 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
 
     Parameters
     ----------
-    beta : float in (0, :data:`trgad.validate.BETA_MAX`], inverse temperature (1/J).
+    beta : float with |beta| in [BETA_MIN, BETA_MAX] (:func:`trgad.validate.check_beta`),
+        inverse temperature (1/J); negative: the antiferromagnet (same lnZ/N and c,
+        opposite u).
     schedule : sequence of int, the kept k at each step (:func:`trgad.trg.truncation_schedule`).
     method : one of :data:`METHODS` (see the module docstring).
     order : 1 (lnZ/N and u) or 2 (also c).

@@ -83,7 +83,7 @@ def _objective(params, beta, schedule):
 def _checked(params, mode, beta, schedule):
     params = check_choice("params", params, PARAMS)
     mode = check_choice("mode", mode, AD_MODES)
-    return params, mode, check_beta(beta), tuple(check_schedule(schedule))
+    return params, mode, check_beta(beta, signed=False), tuple(check_schedule(schedule))  # formulas for beta > 0
 
 
 def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
@@ -91,7 +91,7 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
 
     Parameters
     ----------
-    beta : float > 0 (1/J).  schedule : sequence of int (:func:`trgad.trg.truncation_schedule`).
+    beta : float in [BETA_MIN, BETA_MAX] (1/J; positive: these formulas are the ferromagnet's).  schedule : sequence of int (:func:`trgad.trg.truncation_schedule`).
     params : "tensor" (16 entries of T0, row-major over [l, u, r, d]) or "couplings" (J_x, J_y).
     mode : one of :data:`trgad.validate.AD_MODES`: "reverse" (one ``jax.value_and_grad``
         pass) or "forward_mode" (one ``jax.jvp`` per parameter, the same compiled program

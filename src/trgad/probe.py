@@ -42,7 +42,7 @@ from .timing import count_eqns, time_grad_transform
 from .userstep import GRAPHS, as_state, check_step, load_step, one_line
 from .validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_engine,
                        check_int, check_positive)
-from .verdict import THRESHOLD, classify  # noqa: F401  (THRESHOLD: the book quotes it)
+from .verdict import THRESHOLD, classify, depth_to_detect  # noqa: F401  (THRESHOLD: the book quotes it)
 
 #: Default depths for :func:`growth` on the keyed engine (exact key visits; the time budget
 #: stops an exponential sweep early).
@@ -72,8 +72,13 @@ class Growth:
     None), ``key_visits`` (keyed engine; JAX: None), ``derivative_ops`` (instructions /
     jaxpr equations, nested ones included), ``grads``.  ``measure`` names the cost the
     verdict uses ("key_visits" or "transform_cpu_seconds"); ``ratios``, ``base``, ``rule``,
-    ``doubling`` and ``verdict`` are :func:`classify`'s; ``stopped_early`` / ``stop_reason``
-    say whether and why the sweep ended before the last requested depth.
+    ``doubling``, ``detection_limit`` and ``verdict`` are :func:`classify`'s, except that a
+    "polynomial" verdict becomes "undetermined" (and ``rule`` says why) when the exact path
+    count says the cost is exponential: ``path_growth`` is the growth per layer of the paths
+    from the derivative's output back to the start (the Perron root of
+    :func:`path_matrix` on the components that output reaches; keyed engine, structural
+    keys only, whose key visits walk those paths; None elsewhere).  ``stopped_early`` /
+    ``stop_reason`` say whether and why the sweep ended before the last requested depth.
     """
 
     engine: str
@@ -95,13 +100,17 @@ class Growth:
     rule: str = ""
     doubling: dict | None = None
     verdict: str = "undetermined"
+    detection_limit: float = math.nan
+    path_growth: float | None = None
 
     def costs(self):
         """The per-depth cost the verdict uses."""
         return self.key_visits if self.measure == "key_visits" else self.transform_seconds
 
     def as_dict(self):
-        """JSON-ready dict (non-finite floats become None)."""
+        """JSON-ready dict: non-finite floats become None, and a derivative that is not a
+        finite number at some depth (the step overflows or divides by zero) gets a ``note``
+        naming those depths, as :func:`trgad.chain.run` does for the chain."""
         def clean(x):
             if isinstance(x, float) and not math.isfinite(x):
                 return None
@@ -110,7 +119,22 @@ class Growth:
             if isinstance(x, dict):
                 return {k: clean(v) for k, v in x.items()}
             return x
-        return {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        bad = [d for d, g in zip(self.depths, self.grads) if g is not None and not math.isfinite(g)]
+        if bad:
+            where = (f"every depth probed ({bad[0]} to {bad[-1]})" if bad == self.depths and len(bad) > 2
+                     else "depth " + ", ".join(map(str, bad)))
+            out["note"] = (f"the derivative is not a finite number at {where} (the step's "
+                           f"values overflow or divide by zero there): grads are null at those "
+                           f"depths; the verdict rests on the transform's cost, not on this value")
+        return out
+
+    def detection(self):
+        """One sentence: the smallest base per layer the verdict could see at these depths."""
+        if not math.isfinite(self.detection_limit):
+            return "too few depths for a verdict: no detection limit"
+        return (f"at depths {self.depths[0]} to {self.depths[-1]} an exponential b**d is told from "
+                f"polynomial only if b > {self.detection_limit:.4g}")
 
     def rows(self):
         """One dict per depth (for a table)."""
@@ -150,7 +174,7 @@ def _unroll(step, state, depth, is_tuple, where, first=True):
             x = step(x)
         except InputError:
             raise
-        except Exception as e:  # the user's code failed on these values
+        except BaseException as e:  # the user's code failed, exited or interrupted itself here
             name = getattr(step, "__qualname__", "step")
             raise InputError(f"step function {name!r} failed {where} (the probe needs + - * / only): "
                              f"{one_line(e)}") from None
@@ -250,6 +274,49 @@ def _sweep(measure_at, depths, engine, keys, budget):
     res.elapsed_seconds = time.perf_counter() - t_start
     c = classify(res.depths, res.costs())
     res.ratios, res.base, res.verdict, res.rule, res.doubling = c.ratios, c.base, c.verdict, c.rule, c.doubling
+    res.detection_limit = c.detection_limit
+    return res
+
+
+#: Path growth per layer above which the paths count as exponential (a permutation or a
+#: chain of single uses has growth exactly 1; rounding of the eigenvalue stays far below this).
+PATH_GROWTH_TOL = 1e-9
+
+
+def path_growth(step: Callable, x0) -> float:
+    """Growth per layer of the number of paths from the first component of the state after d
+    steps back to the start: the largest |eigenvalue| of :func:`path_matrix` restricted to
+    the components the first one depends on, directly or through others (its Perron root).
+
+    Paths along d steps are entries of M**d, so the paths from component 0 grow like
+    rho**d (times a polynomial): rho > 1 means exponentially many paths, which a
+    structural key walk visits one by one.  Returns a float >= 0; raises InputError as
+    :func:`path_matrix` does.
+    """
+    import numpy as np
+
+    M = np.array(path_matrix(step, x0), dtype=float)
+    reach, todo = {0}, [0]
+    while todo:                       # components that component 0 depends on
+        i = todo.pop()
+        for j in np.flatnonzero(M[i]):
+            if int(j) not in reach:
+                reach.add(int(j))
+                todo.append(int(j))
+    idx = sorted(reach)
+    return float(max(abs(np.linalg.eigvals(M[np.ix_(idx, idx)]))))
+
+
+def _path_check(res, step, x0):
+    """A "polynomial" verdict that the exact path count contradicts becomes "undetermined"
+    (structural keys on the keyed engine, whose visits walk every path)."""
+    res.path_growth = path_growth(step, x0)
+    if res.verdict == "polynomial" and res.path_growth > 1 + PATH_GROWTH_TOL:
+        need = depth_to_detect(res.path_growth)
+        res.verdict = "undetermined"
+        res.rule = (f"path count: the paths grow like {res.path_growth:.5g}**d (path_matrix), an "
+                    f"exponential, but at depths up to {res.depths[-1]} this rule tells only a base above "
+                    f"{res.detection_limit:.4g} from polynomial (probe to depth {need} or more)")
     return res
 
 
@@ -277,8 +344,10 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
 
     Returns
     -------
-    :class:`Growth` (``verdict``, ``base``, ``rule``, per-depth figures); the verdict is
-    :func:`classify`'s.
+    :class:`Growth` (``verdict``, ``base``, ``rule``, ``detection_limit``, per-depth
+    figures); the verdict is :func:`classify`'s, except that on the keyed engine with
+    structural keys a "polynomial" verdict is "undetermined" when the exact path count
+    (:func:`path_growth`) grows exponentially: a base below the detection limit.
 
     Raises
     ------
@@ -298,7 +367,10 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
             return _measure_keyed(step, state, is_tuple, d, keys)
         return _measure_jax(step, state, is_tuple, d)
 
-    return _sweep(measure_at, depths, engine, keys, budget)
+    res = _sweep(measure_at, depths, engine, keys, budget)
+    if engine == "keyed" and keys == "structural":
+        _path_check(res, step, x0)
+    return res
 
 
 def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
@@ -438,7 +510,8 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
     "file.py:function" (see :func:`load_step`), which needs ``x0``.  ``x0`` (a number or a
     list of numbers) replaces a built-in graph's starting state; not for "trg".  The dict
     holds ``graph`` (``label`` if given: the spec as the user typed it), ``description``,
-    ``x0`` and everything in :meth:`Growth.as_dict`.  Raises InputError (naming ``label``)
+    ``x0``, everything in :meth:`Growth.as_dict` (``detection_limit`` and, for a derivative
+    that is not finite, a ``note``) and ``detection``, the limit in words.  Raises InputError (naming ``label``)
     for a bad graph, x0, engine, keys or budget, or a user step that does not import or
     fails on x0.
     """
@@ -464,4 +537,5 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
         desc = f"user step {label}"
     out = {"graph": label, "description": desc, "x0": list(x0) if isinstance(x0, tuple) else x0}
     out.update(res.as_dict())
+    out["detection"] = res.detection()
     return out

@@ -149,6 +149,7 @@ elementwise("neg", np.negative, lambda em, g, x, out: em.neg(g))
 elementwise("exp", np.exp, lambda em, g, x, out: em.mul(g, out))                    # exp' = exp
 elementwise("expm1", np.expm1, lambda em, g, x, out: em.mul(g, em.add(out, em.const(1.0))))  # = out + 1
 elementwise("log", np.log, lambda em, g, x, out: em.div(g, x))
+elementwise("abs", np.abs, lambda em, g, x, out: em.mul(g, em.div(out, x)))          # sign(x), x != 0
 elementwise("sqrt", np.sqrt, lambda em, g, x, out: em.div(g, em.mul(em.const(2.0), out)))
 
 
@@ -246,7 +247,9 @@ def einsum_jvp(em, params, ins, outs, ts):
 
 @impl("svd")
 def svd_impl(params, M):
-    U, s, Vh = np.linalg.svd(M, full_matrices=False)
+    """The k = params[0] largest triplets; InputError for a matrix with an inf or nan entry
+    (:func:`trgad.svd.check_finite_matrix`, before LAPACK sees it)."""
+    U, s, Vh = np.linalg.svd(_svd.check_finite_matrix(M), full_matrices=False)
     k = params[0]
     return U[:, :k], s[:k], Vh[:k, :]
 

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from . import compiled, ising, trg
-from .validate import BETA_MAX, InputError, check_beta, check_schedule
+from .validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_schedule
 
 #: Step of the central difference for the specific heat, as in the source report (h = 1e-5).
 FD_STEP = 1e-5
@@ -176,7 +176,8 @@ def value_and_grad_jax(beta, schedule):
 
     Parameters
     ----------
-    beta : float > 0, inverse temperature in units of 1/J.
+    beta : float, inverse temperature in units of 1/J, |beta| in [BETA_MIN, BETA_MAX]
+        (:func:`trgad.validate.check_beta`; negative: the antiferromagnet).
     schedule : sequence of int, the number of singular values kept at each step (from
         :func:`trgad.trg.truncation_schedule`); len(schedule) steps, 2**len sites.
 
@@ -186,7 +187,7 @@ def value_and_grad_jax(beta, schedule):
 
     Raises
     ------
-    InputError for beta <= 0 or a bad schedule.
+    InputError for a beta out of that range or a bad schedule.
 
     Source: the staged fix of the source report ("每一步单独建图、单独求 vjp", each step on
     its own graph with its own vjp), written with ``jax.vjp``.
@@ -213,7 +214,7 @@ def value_and_grad_jax(beta, schedule):
     dlnz = init_pullback(res0, ct)
     lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
     # the factor e^{2 beta} per site taken out of the initial tensor (trgad.ising)
-    return lnz + ising.log_weight_per_site(beta), float(dlnz) + 2.0
+    return lnz + ising.log_weight_per_site(beta), float(dlnz) + ising.log_weight_slope(beta)
 
 
 def value_grad_hess_jax(beta, schedule):
@@ -230,11 +231,11 @@ def value_grad_hess_jax(beta, schedule):
     are separate from the first-order ones (:func:`second_order_programs`,
     :func:`compiled_second_order_shapes`).
 
-    Parameters: beta > 0 (1/J); schedule, sequence of int (see :func:`value_and_grad_jax`).
+    Parameters: beta (1/J) and schedule, sequence of int, as :func:`value_and_grad_jax`.
 
     Returns (lnz, dlnz, d2lnz), Python floats: u = -dlnz (J), c = beta**2 d2lnz (k_B).
 
-    Raises InputError for beta <= 0 or a bad schedule.  Source: the staged fix, one
+    Raises InputError for a bad beta or schedule.  Source: the staged fix, one
     transform per step, with the chain rule for (T, dT) pairs instead of T (forward mode
     over the steps, reverse mode over the pairs: e.g. Griewank and Walther, *Evaluating
     Derivatives*, 2nd ed., ch. 5, second-order adjoints).
@@ -262,7 +263,7 @@ def value_grad_hess_jax(beta, schedule):
     d2lnz = init_pullback(res0, ct)
     lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
     dlnz = float(d_tail) + sum(float(d) / 2**i for i, d in enumerate(d_ln_norms))
-    return lnz + ising.log_weight_per_site(beta), dlnz + 2.0, float(d2lnz)
+    return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), float(d2lnz)
 
 
 # --------------------------------------------------------------------------------------
@@ -271,30 +272,35 @@ def value_grad_hess_jax(beta, schedule):
 
 def fd_step(beta):
     """The central-difference step for :func:`specific_heat` at ``beta``: 1e-5 as in the
-    source report (:data:`FD_STEP`), but at most beta / 2 (so that beta - h > 0 at small
-    beta) and at least 1e-8 beta (so that beta +- h are distinct floats at large beta)."""
-    return max(min(FD_STEP, beta / 2), beta * 1e-8)
+    source report (:data:`FD_STEP`), but at most |beta| / 2 (so that |beta| - h keeps the
+    sign at small beta) and at least 1e-8 |beta| (so that |beta| +- h are distinct floats at
+    large beta).  Raises InputError for a bad beta."""
+    b = abs(check_beta(beta))
+    return max(min(FD_STEP, b / 2), b * 1e-8)
 
 
 def central_difference_c(gradient, beta, h=None):
     """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of ``gradient``.
 
     ``gradient`` is a function beta -> d(lnZ/N)/d beta (a float), e.g. a staged gradient
-    on either engine.  c ~= beta**2 [g(beta + h) - g(beta - h)] / (2 h) with h =
-    :func:`fd_step` unless given; the truncation error is O(h**2) and the rounding error
-    ~ 1e-16 / h.  The denominator is the distance of the two floats actually used (beta + h
-    is capped at BETA_MAX).  A zero difference (deep in the ordered phase, where g = 2 to the
-    last bit) gives c = 0, never inf * 0 (:func:`trgad.ising.specific_heat_of`).  Units of
-    k_B per site.  Raises InputError for a bad beta, or if h is given outside (0, beta).
+    on either engine.  c ~= b**2 [g(b + h) - g(b - h)] / (2 h) with b = |beta| (c is even in
+    beta: :mod:`trgad.ising`) and h = :func:`fd_step` unless given; the truncation error is
+    O(h**2) and the rounding error ~ 1e-16 / h.  The two points stay in [BETA_MIN, BETA_MAX]
+    (:mod:`trgad.validate`: below BETA_MIN JAX would see 0): b + h is capped at BETA_MAX and
+    b - h raised to BETA_MIN, so the difference is one-sided at either end of the range, and
+    the denominator is the distance of the two floats actually used.  A zero difference
+    (deep in the ordered phase, where g = 2 to the last bit) gives c = 0, never inf * 0.
+    Units of k_B per site.  Raises InputError for a bad beta, or if h is given outside
+    (0, |beta|).
     """
-    beta = check_beta(beta)
+    b = abs(check_beta(beta))
     if h is None:
-        h = fd_step(beta)
-    elif not 0 < h < beta:
-        raise InputError(f"h={h!r} is out of range: h must be in (0, beta)")
-    up, down = min(beta + h, BETA_MAX), beta - h     # one-sided at the top of the range
-    g_plus, g_minus = gradient(up), gradient(down)
-    return ising.specific_heat_of(beta, (g_plus - g_minus) / (up - down))
+        h = fd_step(b)
+    elif not 0 < h < b:
+        raise InputError(f"h={h!r} is out of range: h must be in (0, |beta|)")
+    up, down = min(b + h, BETA_MAX), max(b - h, BETA_MIN)
+    diff = gradient(up) - gradient(down)
+    return 0.0 if diff == 0 else b * ((b / (up - down)) * diff)   # b / (up - down) <= 1e8
 
 
 def specific_heat(beta, schedule, h=None):

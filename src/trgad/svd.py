@@ -79,7 +79,7 @@ def _frame(xp, M, U, s, Vh, discarded):
     if discarded is None:
         if xp is not np:
             raise ValueError("pass discarded=(U_d, s_d, Vh_d) unless xp is numpy")
-        U_all, s_all, Vh_all = np.linalg.svd(M, full_matrices=False)
+        U_all, s_all, Vh_all = np.linalg.svd(check_finite_matrix(M), full_matrices=False)
         discarded = (U_all[:, k:], s_all[k:], Vh_all[k:, :])
     U_d, s_d, Vh_d = discarded
     c = s[0] if xp is np else jax.lax.stop_gradient(s[0])  # the rules are homogeneous in c
@@ -305,6 +305,25 @@ def split_tangent(xp, M, X, Y, s, dM, discarded):
     return (Xt @ alpha + dXc) / rc, ((Q - alpha) @ Yt + dYc.T) / rc
 
 
+def check_finite_matrix(M, name="M"):
+    """Refuse a concrete matrix (or tensor) with an inf or nan entry; return it as a NumPy array.
+
+    LAPACK's SVD does not return on some matrices with an ``inf`` (JAX's ``jnp.linalg.svd``
+    of a 4 x 4 Gaussian matrix with one ``inf`` entry never returned) and gives NaN or "did
+    not converge" on others, so every SVD in the package checks its input first.  Raises
+    InputError, one line naming ``name``, the first non-finite entry and its index.
+    """
+    A = np.asarray(M)
+    if np.iscomplexobj(A) or not np.issubdtype(A.dtype, np.number):
+        return A                          # the callers refuse these with their own message
+    bad = ~np.isfinite(A)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(f"{name} has a non-finite entry ({float(A[where])!r} at {list(where)}): an SVD "
+                         f"needs finite numbers")
+    return A
+
+
 def numerical_rank(s, rtol=RANK_RTOL):
     """Number of singular values above ``rtol * s[0]`` (s descending, any shape (r,))."""
     s = np.asarray(s)
@@ -352,8 +371,14 @@ def check_truncation(s, k, what=None):
 
 
 def _svd_parts_impl(M, k):
-    """Kept (U, s, Vh) and discarded (U_d, s_d, Vh_d) triplets from one full SVD of M."""
-    U, s, Vh = jnp.linalg.svd(M, full_matrices=False)
+    """Kept (U, s, Vh) and discarded (U_d, s_d, Vh_d) triplets from one full SVD of M.
+
+    LAPACK is never handed a non-finite matrix (it may not return): if any entry of M is inf
+    or nan, the SVD is taken of zeros and every output is NaN.  Concrete input never gets
+    here (:func:`_checked` refuses it); this is what a traced M (under ``jax.jit``) gives."""
+    finite = jnp.all(jnp.isfinite(M))
+    U, s, Vh = jnp.linalg.svd(jnp.where(finite, M, 0.0), full_matrices=False)
+    U, s, Vh = (jnp.where(finite, x, jnp.nan) for x in (U, s, Vh))
     return U[:, :k], s[:k], Vh[:k, :], U[:, k:], s[k:], Vh[k:, :]
 
 
@@ -372,8 +397,19 @@ def _svd_parts_jvp(k, primals, tangents):
 
 
 def _checked(parts, M, k, s_at):
-    """parts(M, k) after checking k; with concrete M also :func:`check_truncation` (the kept
-    singular values are output ``s_at`` of ``parts``, the discarded ones output 4)."""
+    """parts(M, k) after checking M and k; with concrete M also its entries
+    (:func:`check_finite_matrix`, before any LAPACK call) and :func:`check_truncation` (the
+    kept singular values are output ``s_at`` of ``parts``, the discarded ones output 4)."""
+    M = M if isinstance(M, jax.core.Tracer) else jnp.asarray(M)
+    if jnp.iscomplexobj(M):
+        raise InputError(f"M has dtype {M.dtype}: the truncated SVD and its derivative rules here "
+                         f"take real matrices only")
+    if M.ndim != 2:
+        raise InputError(f"M has shape {tuple(M.shape)}: give a matrix (2 dimensions)")
+    if not jnp.issubdtype(M.dtype, jnp.floating):
+        M = M.astype(jnp.float64)
+    if not isinstance(M, jax.core.Tracer):
+        check_finite_matrix(M)
     k = int(k)
     if not 1 <= k <= min(M.shape):
         raise InputError(f"k={k} is out of range: k must be in [1, {min(M.shape)}] for a "
@@ -389,7 +425,7 @@ def truncated_svd(M, k):
 
     Parameters
     ----------
-    M : (m, n) jax array, float64.
+    M : (m, n) real array (JAX or NumPy; float64, integers are converted).
     k : int, 1 <= k <= min(m, n), static (a Python int).
 
     Returns
@@ -398,9 +434,13 @@ def truncated_svd(M, k):
 
     Raises
     ------
-    InputError if k is outside [1, min(m, n)], and, when M is concrete (not traced), if k
-    keeps a zero singular value or cuts inside a multiplet (:func:`check_truncation`).
-    Traced values cannot be checked: pairs without a derivative then contribute 0.
+    InputError if M is complex or not 2-dimensional, if k is outside [1, min(m, n)], and,
+    when M is concrete (not traced), if an entry of M is inf or nan (before any LAPACK call:
+    :func:`check_finite_matrix`), if k keeps a zero singular value or cuts inside a
+    multiplet (:func:`check_truncation`).  Traced values cannot be checked: pairs without a
+    derivative then contribute 0, and a non-finite M gives NaN in every output (the SVD is
+    then taken of zeros, never of the non-finite matrix).  Integer matrices are converted
+    to float64.
 
     ``grad``, ``vjp``, ``jvp``, ``jacfwd``, ``jacrev``, ``hessian`` and their nestings all
     work: the forward-mode rule is :func:`svd_tangent`, transposed by JAX for reverse mode.

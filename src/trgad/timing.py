@@ -183,7 +183,7 @@ class SubprocessResult:
     seconds: float            # wall time until return or until the process was killed
     timeout: float
     value: Any = None         # the function's JSON-serialisable result, if it returned
-    error: str | None = None  # last line of stderr if the process failed
+    error: str | None = None  # one line: the exception the function raised, or why the child failed
     input_error: str | None = None  # the message of an InputError the function raised
 
     @property
@@ -197,18 +197,69 @@ class SubprocessResult:
         return f"did not return within {self.timeout:g} s (killed)"
 
 
+# The child: argv = [runner, result file, target, json args].  The result file is named by
+# the parent and removed from sys.argv before the target is imported, so nothing the target
+# prints (stdout and stderr go to files the parent only reads for a failure's last line)
+# can pass for a result.  os._exit ends the child at once, without atexit handlers of user
+# code or interpreter teardown.
 _RUNNER = """
-import importlib, json, sys
-from trgad.validate import InputError
+import importlib, json, os, sys
+result_path = sys.argv.pop(1)
 mod, _, name = sys.argv[1].partition(":")
 args, kwargs = json.loads(sys.argv[2])
+del sys.argv[1:]
+def one_line(e):
+    text = str(e).strip().splitlines()
+    return (type(e).__name__ + ": " + (text[0] if text else "")).rstrip(": ")
+def bad_input(e):  # trgad.validate.InputError, without importing trgad for other targets
+    return any(c.__name__ == "InputError" and c.__module__ == "trgad.validate" for c in type(e).__mro__)
 try:
     result = getattr(importlib.import_module(mod), name)(*args, **kwargs)
-except InputError as e:
-    print("\\n@@INPUTERROR@@" + str(e).splitlines()[0])
-    sys.exit(2)
-print("\\n@@RESULT@@" + json.dumps(result, allow_nan=False))
+    text = json.dumps({"value": result}, allow_nan=False)
+except BaseException as e:
+    if bad_input(e):
+        text = json.dumps({"input_error": (str(e).splitlines() or [""])[0]})
+    else:
+        text = json.dumps({"error": one_line(e)})
+with open(result_path, "w") as f:
+    f.write(text)
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)
 """
+
+
+def _end_group(proc):
+    """SIGKILL the child's process group, then reap the child.  Called before the child is
+    reaped (:func:`_exited` does not reap), so its pid is still its group's id and cannot
+    have been reused: grandchildren the child started, which stay in its group, go too."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:   # not after SIGKILL; never hang on it
+        pass
+
+
+def _exited(proc):
+    """Whether the child has exited, without reaping it (so its pid stays its group's id;
+    where ``os.waitid`` is missing, ``poll`` reaps it)."""
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _last_line(file):
+    file.seek(0)
+    lines = file.read().decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
@@ -216,33 +267,55 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     """Run ``module:function(*args, **kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
 
     The function must return something JSON-serialisable without NaN or infinities (else
-    the child fails and ``error`` says so).  An :class:`trgad.InputError` raised in the child
-    comes back as ``input_error`` (its one-line message).  The child gets this process's
-    environment (and ``sys.path``), so it imports the same ``trgad``.  The time includes the
-    child's start-up and imports (JAX's among them).  Raises InputError for a timeout
-    outside (0, TIMEOUT_MAX].
+    ``error`` says so).  An :class:`trgad.InputError` raised in the child comes back as
+    ``input_error`` (its one-line message); any other exception, ``SystemExit`` and
+    ``KeyboardInterrupt`` included, as ``error`` ("Type: first line").  The child gets this
+    process's environment (and ``sys.path``), so it imports the same ``trgad``.  The time
+    includes the child's start-up and imports (JAX's among them).
+
+    The child runs in a session of its own (``start_new_session``), and whenever it ends,
+    returns, fails, is interrupted or passes ``timeout``, its whole process group is killed
+    (SIGKILL): processes the function started go with it (unless they left the group with a
+    session of their own), and this call returns within a fraction of a second of the limit.
+    Its stdout and stderr go to temporary files (a grandchild holding them open cannot delay
+    the return); its result comes back in a temporary file this process names, so nothing
+    the function prints can pass for a result.  Raises InputError for a timeout outside (0, TIMEOUT_MAX].
     """
+    import tempfile
+
     timeout = check_timeout(timeout)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-c", _RUNNER, target, json.dumps([args or [], kwargs or {}])]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return SubprocessResult(False, time.perf_counter() - t0, timeout)
-    seconds = time.perf_counter() - t0
-    if "@@INPUTERROR@@" in out:
-        message = out.rsplit("@@INPUTERROR@@", 1)[1].strip()
-        return SubprocessResult(False, seconds, timeout, input_error=message)
-    if proc.returncode != 0 or "@@RESULT@@" not in out:
-        last = (err.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
-        return SubprocessResult(False, seconds, timeout, error=last)
-    value = json.loads(out.rsplit("@@RESULT@@", 1)[1])
-    return SubprocessResult(True, seconds, timeout, value=value)
+    with tempfile.TemporaryDirectory(prefix="trgad-run-") as tmp, \
+            tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        result_path = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, "-c", _RUNNER, result_path, target, json.dumps([args or [], kwargs or {}])]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                start_new_session=True)
+        killed = False
+        try:
+            while not _exited(proc):
+                if time.perf_counter() - t0 > timeout:
+                    killed = True
+                    break
+                time.sleep(0.02)
+            seconds = time.perf_counter() - t0
+        finally:
+            _end_group(proc)         # whatever happened: nothing the run started survives it
+        if killed:
+            return SubprocessResult(False, seconds, timeout)
+        try:
+            with open(result_path) as f:
+                message = json.loads(f.read())
+        except (OSError, ValueError):
+            why = _last_line(err) or f"the child exited with status {proc.returncode} without a result"
+            return SubprocessResult(False, seconds, timeout, error=why)
+    if "input_error" in message:
+        return SubprocessResult(False, seconds, timeout, input_error=message["input_error"])
+    if "error" in message:
+        return SubprocessResult(False, seconds, timeout, error=message["error"])
+    return SubprocessResult(True, seconds, timeout, value=message["value"])
 
 
 # ---- one rule for ties and leads, book-wide ---------------------------------------------

@@ -18,8 +18,9 @@ Conventions
   where tr joins left with right and up with down (a torus of one tensor).
 * The truncation schedule ks[i] = min(chi, numerical rank at step i) is fixed before
   tracing, so every shape in the graph is static.  For chi = 16: [2, 4, 4, 16, 16, ...].
-* The initial tensor is scaled by e^{-2 beta} (:mod:`trgad.ising`) and lnZ/N gets 2 beta
-  back, so nothing overflows for any beta in (0, BETA_MAX].
+* The initial tensor is scaled by e^{-2 |beta|} (:mod:`trgad.ising`) and lnZ/N gets 2 |beta|
+  back, so nothing overflows for any |beta| in [BETA_MIN, BETA_MAX] (:mod:`trgad.validate`);
+  a negative beta is the antiferromagnet, Z(-beta) = Z(beta) on these bipartite tori.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ising
-from .svd import RANK_RTOL, balanced_split, balanced_split_reverse, check_multiplet, numerical_rank
+from .svd import (RANK_RTOL, balanced_split, balanced_split_reverse, check_finite_matrix,
+                  check_multiplet, numerical_rank)
 from .validate import InputError, check_beta, check_chi, check_int, check_schedule, check_steps
 
 
@@ -51,7 +53,7 @@ def _jax_ops(split=balanced_split, name="jax"):
 
 
 def _numpy_split(M, k):
-    U, s, Vh = np.linalg.svd(M, full_matrices=False)
+    U, s, Vh = np.linalg.svd(check_finite_matrix(M), full_matrices=False)
     r = np.sqrt(s[:k])
     return U[:, :k] * r[None, :], r[:, None] * Vh[:k, :]
 
@@ -140,12 +142,19 @@ def lnz_per_site(beta, schedule, ops=None):
     Returns
     -------
     Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.  The graph
-    contracts the scaled tensor T e^{-2 beta} and adds 2 beta back
-    (:func:`trgad.ising.log_weight_per_site`), so it stays finite for every finite beta > 0.
+    contracts the scaled tensor T e^{-2 |beta|} and adds 2 |beta| back
+    (:func:`trgad.ising.log_weight_per_site`), so it stays finite for every |beta| in
+    [BETA_MIN, BETA_MAX]; a negative beta gives the antiferromagnet (same lnZ/N, opposite u).
 
-    Raises InputError for a bad schedule (:func:`trgad.validate.check_schedule`).
+    Raises
+    ------
+    InputError for a bad schedule (:func:`trgad.validate.check_schedule`) and for a concrete
+    beta (a number, not a traced value) outside that range (:func:`trgad.validate.check_beta`).
+    A traced beta (inside ``jax.jit`` or ``jax.grad``) cannot raise: 0, |beta| < BETA_MIN
+    (flushed to zero by JAX on the CPU), inf or nan give NaN there.
     """
     ops, schedule = ops or JAX, check_schedule(schedule)
+    _check_concrete_beta(beta)
     T = ising.initial_tensor(beta, ops)
     ln_norms = []
     for k in schedule:
@@ -154,15 +163,39 @@ def lnz_per_site(beta, schedule, ops=None):
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
 
 
+def _check_concrete_beta(beta):
+    """check_beta for a beta whose value is known now (a number or a concrete array); a
+    traced value or an engine value passes unchecked (see :func:`lnz_per_site`)."""
+    try:
+        value = float(beta)
+    except (TypeError, ValueError):    # a tracer (ConcretizationTypeError is a TypeError), an engine value
+        return
+    check_beta(value)
+
+
+def normalized(T, name="T"):
+    """T / ||T|| (Frobenius) for a concrete tensor, scaled by its largest entry first, so that
+    neither the squares of 1e200 (overflow) nor those of 1e-200 (underflow to 0) enter the
+    norm.  Raises InputError if T has an inf or nan entry (:func:`trgad.svd.check_finite_matrix`)
+    or is all zeros."""
+    T = check_finite_matrix(np.asarray(T, dtype=np.float64), name)
+    top = np.max(np.abs(T)) if T.size else 0.0
+    if not top > 0:
+        raise InputError(f"{name} is all zeros: the TRG divides by its norm")
+    T = T / top
+    return T / np.linalg.norm(T)
+
+
 def split_spectra(T):
     """Singular values of the two matrices a TRG step splits, for T / ||T||.
 
-    ``T``: (D, D, D, D) NumPy array, legs [l, u, r, d].  Returns (s_A, s_B), each a (D*D,)
-    array in descending order: sublattice A splits (l, u | r, d), sublattice B (u, r | d, l)
-    (see :func:`trg_step`).
+    ``T``: (D, D, D, D) NumPy array, legs [l, u, r, d], any scale (:func:`normalized`).
+    Returns (s_A, s_B), each a (D*D,) array in descending order: sublattice A splits
+    (l, u | r, d), sublattice B (u, r | d, l) (see :func:`trg_step`).  Raises InputError for
+    a T with an inf or nan entry, or all zeros.
     """
     D = T.shape[0]
-    Tn = T / np.linalg.norm(T)
+    Tn = normalized(T)
     mats = (Tn.reshape(D * D, D * D), Tn.transpose(1, 2, 3, 0).reshape(D * D, D * D))
     return tuple(np.linalg.svd(m, compute_uv=False) for m in mats)
 
@@ -240,12 +273,17 @@ def cut_spectra(T, steps, chi=None, rtol=RANK_RTOL):
     -------
     A list of ``steps`` :class:`Cut` records (k, rank, spectra of both splits, gap).
 
-    Raises InputError for a bad ``steps`` or ``chi``, or if a tensor would exceed
-    :data:`CUT_SPECTRA_MAX_ENTRIES` entries (an untruncated TRG of too many steps).
+    Raises InputError for a bad ``steps`` or ``chi``, for a T with an inf or nan entry or
+    all zeros, or if a tensor would exceed :data:`CUT_SPECTRA_MAX_ENTRIES` entries (an
+    untruncated TRG of too many steps).  The cuts do not depend on the scale of T: it is
+    normalised first (:func:`normalized`), as every step normalises its input.
     """
     steps = check_steps(steps)
     chi = None if chi is None else check_int("chi", chi, 1)
     T = np.asarray(T, dtype=np.float64)
+    if T.ndim != 4 or len(set(T.shape)) != 1:
+        raise InputError(f"T has shape {T.shape}: give a (D, D, D, D) tensor")
+    T = normalized(T)
     cuts = []
     for step in range(steps):
         a, b = split_spectra(T)
@@ -275,6 +313,7 @@ def lnz_terms(beta, schedule, ops=None):
       and the entries for i <= 3 are the exact small tori when nothing is truncated there.
     """
     ops, schedule = ops or JAX, check_schedule(schedule)
+    _check_concrete_beta(beta)
     T = ising.initial_tensor(beta, ops)
     total = ising.log_weight_per_site(beta)
     terms = {"ln_norms": [], "ln_traces": [], "estimates": []}

@@ -30,6 +30,13 @@ DEPRECATED_NAMES = {"forward": "forward_mode"}
 BETA_MAX = sys.float_info.max / 2
 #: Smallest bond dimension: one kept value would leave no bond to truncate.
 CHI_MIN = 2
+#: Smallest inverse temperature (in magnitude): the smallest normal float64, 2.2250738585072014e-308.
+#: JAX on the CPU flushes subnormal floats to zero, so a smaller beta reaches the graph as 0,
+#: where the site tensor's sqrt(2 sinh beta) has no derivative (u came out NaN).
+BETA_MIN = sys.float_info.min
+#: Smallest nonzero magnitude of a point of differentiation (``--x0``): the smallest normal
+#: float64, for the same reason (JAX would compute at 0 instead of at a subnormal x0).
+X0_MIN = sys.float_info.min
 #: Largest bond dimension: the SVD of a chi**2 x chi**2 matrix costs chi**6, so doubling chi
 #: to 64 makes every step 64 times slower than at 32 (and a chi**4 tensor is 128 MB).
 CHI_MAX = 32
@@ -108,9 +115,37 @@ def check_range(name, value, low=None, high=None, why=""):
     return v
 
 
-def check_beta(beta):
-    """Inverse temperature (units of 1/J): a finite float in (0, BETA_MAX]."""
-    return check_range("beta", beta, 0.0, BETA_MAX, "2*beta must be a finite float64")
+def check_beta(beta, signed=True):
+    """Inverse temperature (units of 1/J), as a float.
+
+    ``signed`` (default): |beta| in [BETA_MIN, BETA_MAX] (2.2250738585072014e-308 to
+    8.98e307); a negative beta is the antiferromagnet, which the TRG computes exactly
+    (Z(-beta) = Z(beta) on the bipartite tori it builds, :mod:`trgad.ising`).
+    ``signed=False``: beta in [BETA_MIN, BETA_MAX] (the command line, and formulas that hold
+    for the ferromagnet only).  Below BETA_MIN a float is subnormal and JAX on the CPU
+    flushes it to zero; above BETA_MAX, 2 beta is not a finite float64.  Raises InputError
+    naming the value as given and the allowed range.
+    """
+    v = _number("beta", beta, float)
+    size = abs(v) if signed else v
+    if not (math.isfinite(v) and BETA_MIN <= size <= BETA_MAX):
+        name = "|beta|" if signed else "beta"
+        raise InputError(f"beta={_typed(beta, v)} is out of range: {name} must be a finite number in "
+                         f"[{BETA_MIN!r}, {format_bound(BETA_MAX)}] (2*beta must be a finite float64; below the "
+                         f"smallest normal float64 JAX on the CPU flushes beta to zero)")
+    return v
+
+
+def check_point(name, value):
+    """A point of differentiation or a starting value: 0 or a finite float with |value| >=
+    X0_MIN (the smallest normal float64: JAX on the CPU flushes subnormals to zero, so it
+    would differentiate at 0 instead).  Raises InputError naming the value."""
+    v = _number(name, value, float)
+    if not math.isfinite(v) or 0 < abs(v) < X0_MIN:
+        raise InputError(f"{name}={_typed(value, v)} is out of range: {name} must be 0 or a finite number "
+                         f"with |{name}| >= {X0_MIN!r} (JAX on the CPU flushes smaller, subnormal "
+                         f"floats to zero)")
+    return v
 
 
 def check_finite(name, value):

@@ -3,8 +3,11 @@
 The rule asks how m grows as the depth *doubles*.  For a polynomial of degree p with
 non-negative coefficients, m(2d)/m(d) rises towards 2**p and never exceeds it; for an
 exponential b**d, m(2d)/m(d) = b**d keeps growing, so log m(2d)/m(d) doubles with d and any
-base b > 1 shows once the depths probed are deep enough.  The book's chapter "How to detect
-it" (book/detect.md) explains the rule and its constants; :func:`classify` applies it.
+base b > 1 shows once the depths probed are deep enough.  *Once*: a finite probe has a
+detection limit (:func:`detection_limit`), the smallest base it can tell from polynomial at
+the depths it reached, so "polynomial" means "no exponential above that base".  The book's
+chapter "How to detect it" (book/detect.md) explains the rule and its constants;
+:func:`classify` applies it.
 """
 from __future__ import annotations
 
@@ -24,6 +27,36 @@ THRESHOLD = 1.5
 MIN_DEPTHS = 3
 
 
+def detection_limit(depths, degree=POLY_DEGREE, threshold=THRESHOLD):
+    """The smallest base b per layer for which :func:`classify` calls the pure exponential
+    m(d) = b**d "exponential" at these ``depths`` (increasing); nan for fewer than
+    :data:`MIN_DEPTHS`.
+
+    Doubling rule (D >= 4 * depths[0], D the deepest depth): for b**d the growth over the
+    last doubling is g1 = (D/2) ln b and g1 = 2 g0 always passes the acceleration test, so
+    the verdict is exponential exactly when (D/2) ln b > degree ln 2: the limit is
+    2**(2 degree / D) (1.110 at D = 40 with degree 3), and a base at or below it looks
+    polynomial.  Per-layer ratio rule: the larger of the two bounds the last two ratios
+    must pass, max(threshold, (d2/d1)**(degree/(d2 - d1))).  An exponential behind a large
+    polynomial term needs more depth than this.
+    """
+    ds = [float(d) for d in depths]
+    if len(ds) < MIN_DEPTHS:
+        return math.nan
+    D = ds[-1]
+    if D >= 4 * ds[0]:
+        return 2.0 ** (2.0 * degree / D)
+    return max(max(threshold, (d2 / d1) ** (degree / (d2 - d1))) for d1, d2 in list(zip(ds, ds[1:]))[-2:])
+
+
+def depth_to_detect(base, degree=POLY_DEGREE):
+    """The smallest deepest depth D at which the doubling rule calls b**d exponential:
+    the least integer D with (D/2) ln b > degree ln 2 (None for base <= 1)."""
+    if not base > 1:
+        return None
+    return math.floor(2.0 * degree * math.log(2.0) / math.log(base)) + 1
+
+
 @dataclasses.dataclass
 class Classification:
     """Result of :func:`classify`.
@@ -33,7 +66,9 @@ class Classification:
     deepest half of the depths (d >= D/2); ``rule``: "doubling", "per-layer ratio" or why no
     verdict; ``doubling``: the depths (D/4, D/2, D) and the two growth factors
     m(D/2)/m(D/4) and m(D)/m(D/2) the doubling rule used (None otherwise); ``verdict``:
-    "exponential", "polynomial" or "undetermined".
+    "exponential", "polynomial" or "undetermined"; ``detection_limit``: the smallest base
+    per layer this rule could have told from polynomial at these depths
+    (:func:`detection_limit`): "polynomial" means "no exponential of a larger base".
     """
 
     ratios: list
@@ -41,6 +76,7 @@ class Classification:
     verdict: str
     rule: str
     doubling: dict | None = None
+    detection_limit: float = math.nan
 
 
 def _per_layer(c1, c2, d1, d2):
@@ -83,7 +119,8 @@ def classify(depths, costs, degree=POLY_DEGREE, acceleration=ACCELERATION, thres
     if len(ds) < MIN_DEPTHS:
         return Classification(ratios, math.nan, "undetermined", f"fewer than {MIN_DEPTHS} depths")
     if not all(math.isfinite(c) and c > 0 for c in cs):
-        return Classification(ratios, math.nan, "undetermined", "a cost is zero or not finite")
+        return Classification(ratios, math.nan, "undetermined", "a cost is zero or not finite", None,
+                              detection_limit(ds, degree, threshold))
     logs = [math.log(c) for c in cs]
     D = ds[-1]
     deep = [(d, L) for d, L in zip(ds, logs) if d >= D / 2]
@@ -96,7 +133,8 @@ def classify(depths, costs, degree=POLY_DEGREE, acceleration=ACCELERATION, thres
         exponential = g1 > degree * math.log(2) and g1 > acceleration * g0
         doubling = {"depths": [D / 4, D / 2, D], "growth": [math.exp(g0), math.exp(g1)]}
         return Classification(ratios, base, "exponential" if exponential else "polynomial",
-                              "doubling", doubling)
+                              "doubling", doubling, detection_limit(ds, degree, threshold))
     last = list(zip(ds, ds[1:], ratios))[-2:]
     exponential = all(r > max(threshold, (d2 / d1) ** (degree / (d2 - d1))) for d1, d2, r in last)
-    return Classification(ratios, base, "exponential" if exponential else "polynomial", "per-layer ratio")
+    return Classification(ratios, base, "exponential" if exponential else "polynomial", "per-layer ratio",
+                          None, detection_limit(ds, degree, threshold))
