@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import InputError
+from trgad import InputError, caps
 from trgad import fixedpoint as fp
 from trgad.exact import BETA_C
 
@@ -170,3 +170,8 @@ def test_bad_input_is_one_line_naming_the_value(call, text):
         call()
     message = str(err.value)
     assert text in message and "\n" not in message
+
+
+def test_the_pages_caps_are_valid_sizes():
+    assert fp.check_L(caps.FIXEDPOINT_L) == caps.FIXEDPOINT_L
+    assert fp.check_iterations(caps.FIXEDPOINT_SWEEP) == caps.FIXEDPOINT_SWEEP
