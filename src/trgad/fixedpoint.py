@@ -297,7 +297,7 @@ def truncated_curve(beta, L, iterations, output="lnz"):
     """The output after n = 1 .. ``iterations`` power steps and its beta-derivative, by
     forward mode through the loop (``jax.jvp``, eager): (v_n, dv_n/dbeta) are carried along,
     so one pass gives the truncated loop's derivative at every n, the same derivative that
-    :func:`unrolled` and :func:`staged` give at one n (Griewank and Walther 2008, sec. 15.3).
+    :func:`unrolled` and :func:`staged` give at one n (Griewank and Walther 2008, ch. 15).
 
     Returns (values, derivatives), NumPy arrays of shape (iterations,).  Raises InputError
     for a bad beta, L, iterations or output.
@@ -342,9 +342,9 @@ def adjoint_solve(v, beta, L, v_bar, tol=ADJOINT_TOL, max_iterations=ADJOINT_MAX
     tol * ||v_bar|| or after ``max_iterations``.  At v* the eigenvalues of A are 0 (along v*)
     and lambda_k/lambda_1 (k > 1), so it converges at the power iteration's own rate.
     Shapes: v, v_bar (2**L,); L a Python int.  Returns (w, iterations done).  JAX-traceable
-    (a ``lax.while_loop``).  Source: the two-phase adjoint of Christianson (1994), in
-    Griewank and Walther (2008), sec. 15.4, and JAX's ``fixed_point`` example (see the
-    module docstring).
+    (a ``lax.while_loop``).  Source: B. Christianson, "Reverse accumulation and attractive
+    fixed points", Optim. Methods Softw. 3, 311 (1994), as in Griewank and Walther (2008),
+    ch. 15, and JAX's ``fixed_point`` example (see the module docstring).
     """
     _, g_pullback = jax.vjp(lambda x: _g(x, beta, L), v)
     scale = tol * jnp.linalg.norm(v_bar)
