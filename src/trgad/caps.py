@@ -89,3 +89,11 @@ def describe():
     mode = "preview (TRGAD_PREVIEW on)" if PREVIEW else "full"
     return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
             f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} repeat(s) after a warm-up")
+
+# ---- fixed points (book/fixed-points.md, trgad.fixedpoint) ---------------------------------
+#: Circumference L of the Ising cylinder whose row transfer matrix (2**L x 2**L, dense) the
+#: fixed-point page iterates; exact diagonalisation costs O(8**L).
+FIXEDPOINT_L = 6 if PREVIEW else 8
+#: Largest iteration count of the page's stopped-early sweep (the errors reach rounding
+#: within it near beta_c at the full L).
+FIXEDPOINT_SWEEP = 40 if PREVIEW else 60
