@@ -187,9 +187,10 @@ def sympy_swell(step: Callable, depths: Sequence[int], x0: float | None = None) 
     :func:`sympy_unroll` (SymPy's default evaluation), ``sympy.diff(y, x)``, and a row with
     ``depth``, the derivative's :func:`expr_sizes` (``ops``, ``tree``, ``dag``), its
     :func:`cse_size` (``cse_ops``, ``cse_subexpressions``) and, if ``x0`` is given,
-    ``grad`` = the derivative at x0 as a
-    float (evaluated in mpmath's arbitrary-range floats through ``sympy.lambdify(...,
-    cse=True)``, so the tree is never written out; inf or 0.0 when the float range is left).  Raises InputError for bad depths or a failing step.
+    ``grad`` = the derivative at x0 as a float (evaluated in mpmath's floats, whose exponent
+    range is unbounded, through ``sympy.lambdify(..., cse=True)``, so the tree is never
+    written out; inf or 0.0 when the result leaves the float range).  Raises InputError for
+    bad depths or a failing step.
     """
     import sympy
 
@@ -362,9 +363,9 @@ def nested_grad(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> l
     """``jax.make_jaxpr`` of ``jax.grad`` nested n times of ``f``, for each n in ``orders``.
 
     Rows: ``order``, ``eqns`` (equations of the jaxpr, nested ones included:
-    :func:`trgad.whole.count_eqns`), ``distinct`` (:func:`distinct_eqns`), ``seconds`` (wall time of that one ``make_jaxpr``:
-    tracing and every nested transform), ``value`` (the jaxpr evaluated at ``x0``, op by op,
-    no compilation).  Orders: increasing integers in [1, :data:`MAX_GRAD_ORDER`].  Raises
+    :func:`trgad.whole.count_eqns`), ``distinct`` (:func:`distinct_eqns`), ``seconds`` (wall
+    time of that one ``make_jaxpr``: tracing and every nested transform), ``value`` (the
+    jaxpr evaluated at ``x0``, op by op, no compilation).  Orders: increasing integers in [1, :data:`MAX_GRAD_ORDER`].  Raises
     InputError for bad orders or a non-finite x0.
     """
     import jax
