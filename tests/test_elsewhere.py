@@ -74,6 +74,7 @@ def test_expr_sizes_against_sympys_tree_walk():
     assert s["tree"] == len(walk)
     assert s["dag"] == len(set(walk))
     assert s["ops"] == sympy.count_ops(d)
+    assert s["objects"] == len({id(e) for e in walk})
 
 
 def test_cse_program_computes_the_same_derivative():
@@ -117,6 +118,7 @@ def test_sympy_eq_walks_the_tree_of_independent_copies():
         _, y = elsewhere.sympy_unroll(CHAIN, depth, evaluate=False)
         # one Basic.__eq__ per non-number node of the unfolded tree (numbers have their own __eq__)
         assert r["eq_calls"] == sum(1 for e in sympy.preorder_traversal(y) if not e.is_Number)
+        assert r["objects"] == len({id(e) for e in sympy.preorder_traversal(y)})
 
 
 def test_count_calls_counts_recursion():
@@ -211,3 +213,9 @@ def test_recorded_rows_carry_their_links():
         assert row["sources"] and all(url.startswith("https://github.com/") for _, url in row["sources"])
     assert sorted(elsewhere.RECORDED_8193_SECONDS) == list(range(7, 13))
     assert elsewhere.RECORDED_8193_SOURCE.endswith("/issues/8193")
+
+
+def test_measured_rows_describe_without_verdicts():
+    for name, row in elsewhere.MEASURED.items():
+        assert set(row) == {"system", "identifies", "fix", "sources"}, name
+        assert all(url.startswith("https://") for _, url in row["sources"])

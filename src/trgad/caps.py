@@ -95,7 +95,7 @@ ELSEWHERE_EQ_DEPTHS = tuple(range(2, 11, 2)) if PREVIEW else tuple(range(2, 15, 
 #: 2.5x per layer; sympy.count_ops walks it).
 ELSEWHERE_SYMPY_DEPTHS = tuple(range(1, 7)) if PREVIEW else tuple(range(1, 9))
 #: Orders of jax.grad nested on sin(x) exp(x) (its jaxpr grows about 2.2x per order).
-ELSEWHERE_GRAD_ORDERS = tuple(range(1, 6)) if PREVIEW else tuple(range(1, 9))
+ELSEWHERE_GRAD_ORDERS = tuple(range(1, 7)) if PREVIEW else tuple(range(1, 9))
 #: Orders of Taylor mode (jax.experimental.jet) on the same function.
 ELSEWHERE_JET_ORDERS = tuple(range(1, 9)) if PREVIEW else tuple(range(1, 13))
 #: Nesting depths of lax.cond in the jax-ml/jax #8184 and #8193 reproductions.

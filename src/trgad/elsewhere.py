@@ -19,7 +19,8 @@ other systems on the same kind of graph, at build time, with exact counts:
   #8193 and :func:`cond_history` times them on today's JAX.
 
 :data:`RECORDED` lists what other projects reported (each row with the link it rests on),
-:data:`RECORDED_8193_SECONDS` the timings printed in jax-ml/jax #8193.  Nothing here is a
+:data:`RECORDED_8193_SECONDS` the timings printed in jax-ml/jax #8193, :data:`MEASURED` the
+descriptions of the rows the book measures (their verdicts are computed on the page).  Nothing here is a
 figure of this machine; the book's page "The same trap elsewhere" (book/elsewhere.md) shows
 the measurements.
 
@@ -138,15 +139,18 @@ def sympy_unroll(step: Callable, depth: int, evaluate: bool = True):
     return x, y
 
 
-def expr_sizes(expr) -> dict:
+def expr_sizes(expr, ops: bool = True) -> dict:
     """Sizes of a SymPy expression, exact counts.
 
     ``ops``: ``sympy.count_ops(expr)``, the operations of the expression written out (a walk
     of its tree: every path to a shared subexpression counts it again).  ``tree``: nodes of
     the unfolded tree, counted on the DAG in linear time (a memo keyed by object id).
     ``dag``: distinct subexpressions (a set, so structurally equal subexpressions count
-    once): the size of the expression stored with all sharing.  Leaves (symbols, numbers)
-    count as nodes in ``tree`` and ``dag``, not in ``ops``.
+    once): the size of the expression stored with all sharing.  ``objects``: distinct
+    objects in memory (by id); equal to ``dag`` when every distinct subexpression is stored
+    once.  Leaves (symbols, numbers) count as nodes in ``tree``, ``dag`` and ``objects``,
+    not in ``ops``.  ``ops=False`` skips ``count_ops`` (the only tree walk; ``ops`` is then
+    None).
     """
     import sympy
 
@@ -166,7 +170,8 @@ def expr_sizes(expr) -> dict:
         if e not in seen:
             seen.add(e)
             todo.extend(e.args)
-    return {"ops": int(sympy.count_ops(expr)), "tree": size[id(expr)], "dag": len(seen)}
+    return {"ops": int(sympy.count_ops(expr)) if ops else None, "tree": size[id(expr)], "dag": len(seen),
+            "objects": len(size)}
 
 
 def cse_size(expr) -> dict:
@@ -185,7 +190,7 @@ def sympy_swell(step: Callable, depths: Sequence[int], x0: float | None = None) 
 
     For each depth (increasing, in [1, :data:`MAX_SYMPY_DEPTH`]): ``y`` from
     :func:`sympy_unroll` (SymPy's default evaluation), ``sympy.diff(y, x)``, and a row with
-    ``depth``, the derivative's :func:`expr_sizes` (``ops``, ``tree``, ``dag``), its
+    ``depth``, the derivative's :func:`expr_sizes` (``ops``, ``tree``, ``dag``, ``objects``), its
     :func:`cse_size` (``cse_ops``, ``cse_subexpressions``) and, if ``x0`` is given,
     ``grad`` = the derivative at x0 as a float (evaluated in mpmath's floats, whose exponent
     range is unbounded, through ``sympy.lambdify(..., cse=True)``, so the tree is never
@@ -237,7 +242,8 @@ def sympy_eq_calls(f: Callable, depth: int) -> dict:
 
     Returns a dict: ``depth``, ``equal`` (the result of ``a == b``), ``distinct`` (a is not
     b), ``eq_calls`` (calls of ``sympy.Basic.__eq__`` during ``a == b``, counted by
-    :func:`count_calls`), ``seconds`` (wall time of ``a == b`` without the profiler).
+    :func:`count_calls`), ``objects`` (distinct objects in one copy, :func:`expr_sizes`),
+    ``seconds`` (wall time of ``a == b`` without the profiler).
     Raises InputError as :func:`sympy_unroll`.
     """
     import sympy
@@ -253,7 +259,7 @@ def sympy_eq_calls(f: Callable, depth: int) -> dict:
     seconds = time.perf_counter() - t0
     _, calls = count_calls(lambda: a == b, sympy.Basic.__eq__)
     return {"depth": depth, "equal": bool(equal), "distinct": a is not b, "eq_calls": calls,
-            "seconds": seconds}
+            "objects": expr_sizes(a, ops=False)["objects"], "seconds": seconds}
 
 
 class _Leaf:
@@ -476,84 +482,110 @@ RECORDED_8193_SOURCE = "https://github.com/jax-ml/jax/issues/8193"
 
 #: What other projects reported, each row resting on the threads it links (read by this
 #: book's authors; nothing here is measured by the book).  Keys: ``system``, ``identifies``
-#: (how it identifies or compares values), ``affected`` (what the thread reports),
-#: ``fix`` (what was adopted, or the thread's state), ``sources`` ((label, url) pairs).
+#: (how it identifies or compares values), ``affected`` (what the thread reports), ``fix``
+#: (what was adopted, or the thread's state), ``sources`` ((label, url) pairs).
 RECORDED = (
     {"system": "SymbolicUtils.jl (Julia CAS)",
-     "identifies": "hash-consing, then structural `isequal`",
-     "affected": "`isequal` of two equal but distinct expressions: exponential in the nesting depth "
-                 "(each level about doubles the time)",
-     "fix": "a memo of compared pairs keyed by the two objects' ids (#1052); then keys that hold both "
-            "objects and compare them with `===`, because an id collision made unequal expressions "
-            "equal (#1055)",
-     "sources": (("issue #1049", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/issues/1049"),
-                 ("PR #1052", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1052"),
-                 ("PR #1055", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1055"))},
-    {"system": "pytato (lazy array DAGs, Python)",
-     "identifies": "structural `==` on array expressions",
-     "affected": "DAG equality re-traverses shared expressions: exponential (#163); a comparison memo "
-                 "rebuilt per lookup made it quadratic (#322)",
-     "fix": "a memoising `EqualityComparisonMapper`, identity checked first (#322: a deduplication "
-            "from about 7 minutes to 3 seconds)",
-     "sources": (("issue #163", "https://github.com/inducer/pytato/issues/163"),
-                 ("PR #322", "https://github.com/inducer/pytato/pull/322"))},
-    {"system": "snyk dep-graph (dependency graphs)",
-     "identifies": "a content hash of the graph (`ContentHash`)",
-     "affected": "a path-scoped visited set re-hashed a node once per path: O(2^n) for n stacked "
-                 "diamonds (3n + 1 nodes)",
-     "fix": "a Merkle hash memoised per node, cycles kept exact by a low-link check",
-     "sources": (("PR #169", "https://github.com/snyk/dep-graph/pull/169"),)},
-    {"system": "cargo (build fingerprints)",
-     "identifies": "a recursive hash of each unit's dependencies",
-     "affected": "recursive hashing of dependencies could blow up exponentially",
-     "fix": "the memoised hash, Merkle-tree style",
-     "sources": (("PR #4521", "https://github.com/rust-lang/cargo/pull/4521"),)},
-    {"system": "Apache TVM (compiler IR)",
-     "identifies": "`StructuralHash` / `StructuralEqual`",
-     "affected": "not reported; the PR is a design",
-     "fix": "a non-recursive hasher whose graph-node mode hashes a DAG differently from a tree "
-            "(a node met again contributes its occurrence index)",
-     "sources": (("PR #5160", "https://github.com/apache/tvm/pull/5160"),)},
-    {"system": "hevm (EVM symbolic execution)",
-     "identifies": "derived structural `Eq` on expressions",
-     "affected": "a 914-node DAG materialised as a 601,664-node tree, 22 GB peak",
-     "fix": "proposed, off by default (RFC, open): hash-consing at construction, pointer-equality "
-            "fast paths",
-     "sources": (("PR #1085", "https://github.com/argotorg/hevm/pull/1085"),)},
-    {"system": "PyTorch autograd, nested",
-     "identifies": "a tape linked by object identity",
-     "affected": "nested `torch.autograd.grad(create_graph=True)`: each order about 3x slower "
-                 "(the thread's printout)",
-     "fix": "none in the thread (open); a comment: each backward pass doubles the graph the "
-            "next one differentiates",
-     "sources": (("issue #111563", "https://github.com/pytorch/pytorch/issues/111563"),)},
-    {"system": "JAX, nested forward mode",
-     "identifies": "tracers, by object identity",
-     "affected": "`jvp` nested n times: time exponential in the order (2019)",
-     "fix": "the thread discusses CSE; Taylor mode, `jax.experimental.jet`, computes higher "
-            "orders without repeated first-order AD (its docstring)",
-     "sources": (("issue #520", "https://github.com/jax-ml/jax/issues/520"),
-                 ("jet's rules", "https://github.com/jax-ml/jax/issues/2431"))},
-    {"system": "JAX, vmap / linearize of nested cond",
-     "identifies": "tracers, by object identity; jaxpr transformations re-run per call",
-     "affected": "2^depth `batch_jaxpr` calls (#8184); exponential `linearize` (#8193), 2021",
-     "fix": "polynomial on today's JAX (measured on this page); JAX memoised its jaxpr-to-jaxpr "
-            "transformations in January 2022 (#9196, #9228); the threads as stored do not name "
-            "the change that closed them",
-     "sources": (("#8184", "https://github.com/jax-ml/jax/issues/8184"),
-                 ("#8193", "https://github.com/jax-ml/jax/issues/8193"),
-                 ("PR #9196", "https://github.com/jax-ml/jax/pull/9196"),
-                 ("PR #9228", "https://github.com/jax-ml/jax/pull/9228"))},
-    {"system": "Lean 4 kernel (definitional equality)",
-     "identifies": "`is_def_eq`, successful queries cached in a union-find",
-     "affected": "unsound: `is_def_eq` is incomplete, hence not transitive, and the union-find's "
-                 "transitive closure made answers depend on earlier queries; a proof of False",
-     "fix": "a plain cache keyed on the query pair: a memo must return exactly what the "
-            "computation would",
-     "sources": (("PR #14806", "https://github.com/leanprover/lean4/pull/14806"),)},
-    {"system": "CPython tuples",
-     "identifies": "`==` element by element, identity shortcut per element",
-     "affected": "`==` of nested tuples sharing sub-tuples: once per path (measured on this page)",
-     "fix": "3.14 caches a tuple's hash (#131525): `hash` walks the DAG, `==` still the tree",
-     "sources": (("issue #131525", "https://github.com/python/cpython/issues/131525"),)},
+     "identifies": "hash-consing, structural `isequal`",
+     "affected": "`isequal` of equal, distinct copies: exponential in depth",
+     "fix": "a memo of compared pairs (#1052), keyed by the objects, not their ids (#1055)",
+     "sources": (("#1049", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/issues/1049"),
+                 ("#1052", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1052"),
+                 ("#1055", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1055"))},
+    {"system": "pytato (lazy arrays)",
+     "identifies": "structural `==`",
+     "affected": "exponential (#163); quadratic with a memo rebuilt per use (#322)",
+     "fix": "a memoising comparison, identity first: 7 min to 3 s (#322)",
+     "sources": (("#163", "https://github.com/inducer/pytato/issues/163"),
+                 ("#322", "https://github.com/inducer/pytato/pull/322"))},
+    {"system": "snyk dep-graph",
+     "identifies": "content hash",
+     "affected": "O(2^n) on n stacked diamonds",
+     "fix": "a memoised Merkle hash",
+     "sources": (("#169", "https://github.com/snyk/dep-graph/pull/169"),)},
+    {"system": "cargo",
+     "identifies": "recursive fingerprint hash",
+     "affected": "exponential blow-up",
+     "fix": "the memoised hash, Merkle-style",
+     "sources": (("#4521", "https://github.com/rust-lang/cargo/pull/4521"),)},
+    {"system": "Apache TVM",
+     "identifies": "`StructuralHash`",
+     "affected": "none reported (a design PR)",
+     "fix": "a DAG hashed as a DAG (occurrence index)",
+     "sources": (("#5160", "https://github.com/apache/tvm/pull/5160"),)},
+    {"system": "hevm (symbolic EVM)",
+     "identifies": "derived structural `Eq`",
+     "affected": "914-node DAG held as a 601,664-node tree, 22 GB",
+     "fix": "hash-consing, pointer equality (an open RFC)",
+     "sources": (("#1085", "https://github.com/argotorg/hevm/pull/1085"),)},
+    {"system": "PyTorch autograd",
+     "identifies": "a tape, by identity",
+     "affected": "nested `autograd.grad`: about 3x per order",
+     "fix": "none (issue open)",
+     "sources": (("#111563", "https://github.com/pytorch/pytorch/issues/111563"),)},
+    {"system": "JAX (2019)",
+     "identifies": "tracers, by identity",
+     "affected": "nested `jvp`: exponential in the order",
+     "fix": "CSE discussed; Taylor mode (`jet`) today",
+     "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
+    {"system": "Lean 4 kernel",
+     "identifies": "`is_def_eq` cache (union-find)",
+     "affected": "unsound: a non-transitive check closed under transitivity",
+     "fix": "a plain cache keyed on the query pair",
+     "sources": (("#14806", "https://github.com/leanprover/lean4/pull/14806"),)},
 )
+
+#: The rows this book measures (book/elsewhere.md), without their verdicts, which the page
+#: computes: name -> ``system``, ``identifies``, ``fix``, ``sources`` as in :data:`RECORDED`.
+MEASURED = {
+    "autograd": {
+        "system": "HIPS autograd: mul chain (tape nodes)",
+        "identifies": "node objects, by identity",
+        "fix": "none needed",
+        "sources": (("autograd/core.py", "https://github.com/HIPS/autograd/blob/master/autograd/core.py"),)},
+    "sympy_eq": {
+        "system": "SymPy `==`: two copies of the mul chain (calls)",
+        "identifies": "structure: hash cached, `==` without memo",
+        "fix": "its constructor cache (LRU) returns the same object",
+        "sources": (("basic.py", "https://github.com/sympy/sympy/blob/master/sympy/core/basic.py"),
+                    ("cache.py", "https://github.com/sympy/sympy/blob/master/sympy/core/cache.py"))},
+    "tuple_eq": {
+        "system": "CPython tuple `==`: shared sub-tuples (leaf calls)",
+        "identifies": "element by element, identity shortcut",
+        "fix": "3.14 caches `hash`, not `==`",
+        "sources": (("#131525", "https://github.com/python/cpython/issues/131525"),)},
+    "sympy_chain": {
+        "system": "SymPy `diff`: mul chain (`count_ops`)",
+        "identifies": "structure, rewritten (y*y becomes y**2)",
+        "fix": "algebra: the fan-out becomes an exponent",
+        "sources": (("mul.py", "https://github.com/sympy/sympy/blob/master/sympy/core/mul.py"),)},
+    "sympy_tree": {
+        "system": "SymPy `diff`: logistic map (tree nodes)",
+        "identifies": "structure; a DAG in memory, walked as a tree",
+        "fix": "`cse` (next row)",
+        "sources": (("Baydin et al. 2.2", "https://jmlr.org/papers/v18/17-468.html"),)},
+    "sympy_cse": {
+        "system": "the same after `sympy.cse` (operations)",
+        "identifies": "shared subexpressions named once",
+        "fix": "this is the fix",
+        "sources": (("cse_main.py", "https://github.com/sympy/sympy/blob/master/sympy/simplify/cse_main.py"),)},
+    "jax_grad": {
+        "system": "JAX `grad` nested n times (equations)",
+        "identifies": "tracers, by identity",
+        "fix": "Taylor mode (next row)",
+        "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
+    "jax_jet": {
+        "system": "JAX `jet` to order n (equations)",
+        "identifies": "one Taylor series per value",
+        "fix": "this is the fix (no `svd` rule; ignores `custom_jvp`)",
+        "sources": (("jet.py", "https://github.com/jax-ml/jax/blob/main/jax/experimental/jet.py"),
+                    ("#2431", "https://github.com/jax-ml/jax/issues/2431"))},
+    "jax_cond": {
+        "system": "JAX today: nested `cond` under `vmap`, `linearize` (CPU time)",
+        "identifies": "tracers, by identity",
+        "fix": "jaxpr transformations cached by jaxpr (2022)",
+        "sources": (("#8184", "https://github.com/jax-ml/jax/issues/8184"),
+                    ("#8193", "https://github.com/jax-ml/jax/issues/8193"),
+                    ("#9196", "https://github.com/jax-ml/jax/pull/9196"),
+                    ("#9228", "https://github.com/jax-ml/jax/pull/9228"))},
+}
