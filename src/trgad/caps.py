@@ -83,6 +83,23 @@ C_SCAN_STEPS = 10 if PREVIEW else 20
 #: Extra betas between the neighbours of the coarse peak (transition.refine).
 C_REFINE_POINTS = 2 if PREVIEW else 4
 
+# ---- the same trap elsewhere (book/elsewhere.md, trgad.elsewhere); kept in their own block
+#: Mul-chain depths that HIPS autograd differentiates at x0 = 2 (the gradient 2**depth is
+#: checked against chain.analytic_grad, finite up to depth 61).
+ELSEWHERE_AUTOGRAD_DEPTHS = (8, 15, 30, 60)
+#: Mul-chain depths whose equality is counted: SymPy's ``==``, CPython's tuple ``==`` and
+#: the keyed engine's structural key visits (all about double per layer).
+ELSEWHERE_EQ_DEPTHS = tuple(range(2, 11, 2)) if PREVIEW else tuple(range(2, 15, 2))
+#: Iterations of the logistic map whose SymPy derivative is counted (the tree grows about
+#: 2.5x per layer; sympy.count_ops walks it).
+ELSEWHERE_SYMPY_DEPTHS = tuple(range(1, 7)) if PREVIEW else tuple(range(1, 9))
+#: Orders of jax.grad nested on sin(x) exp(x) (its jaxpr grows about 2.2x per order).
+ELSEWHERE_GRAD_ORDERS = tuple(range(1, 7)) if PREVIEW else tuple(range(1, 9))
+#: Orders of Taylor mode (jax.experimental.jet) on the same function.
+ELSEWHERE_JET_ORDERS = tuple(range(1, 9)) if PREVIEW else tuple(range(1, 13))
+#: Nesting depths of lax.cond in the jax-ml/jax #8184 and #8193 reproductions.
+ELSEWHERE_COND_DEPTHS = (3, 6, 12) if PREVIEW else (3, 6, 9, 12, 18, 24)
+
 
 def describe():
     """One line naming the caps in force (pages print it)."""
