@@ -98,9 +98,26 @@ def test_trg_through_the_rule_on_the_8_site_torus():
     assert abs(got["c"] - beta ** 2 * ref["d2lnz"]) < 1e-8
 
 
+def test_exact_discarded_pairs_change_only_pairs_of_discarded_values():
+    """A first derivative never meets a pair of two discarded values (their cotangents are
+    0), so the weight leaves it unchanged; with all pairs kept it changes nothing."""
+    A, D = rotated(SEPARATED, 5, 5), np.random.default_rng(5).normal(size=(5, 5))
+    for k in (3, 5):
+        grads = [np.asarray(jax.jit(jax.grad(lambda M: bond_loss(*broadened.split(M, k, 1e-4, w))))(
+            jnp.asarray(A))) for w in (0.0, 1.0)]
+        assert np.max(np.abs(grads[0] - grads[1])) < 1e-12 * np.max(np.abs(grads[0]))
+    phi = lambda x, w: bond_loss(*broadened.split(jnp.asarray(A) + x * D, 3, 1e-4, w))  # noqa: E731
+    second = [float(jax.jit(jax.grad(jax.grad(phi)))(0.0, w)) for w in (0.0, 1.0)]
+    assert abs(second[0] - second[1]) > 1e-8 * abs(second[1])      # a broadening of 1e-4 shows
+
+
 def test_bad_input():
     with pytest.raises(InputError, match="epsilon"):
         broadened.ops(0.0)
+    with pytest.raises(InputError, match="exact_discarded"):
+        broadened.ops(exact_discarded=-0.5)
+    with pytest.raises(InputError, match="discarded_pairs"):
+        broadened.value_and_derivatives(0.3, [2], discarded_pairs="none")
     with pytest.raises(InputError, match="k=5"):
         broadened.split(jnp.eye(4), 5)
     with pytest.raises(InputError, match="beta"):

@@ -90,3 +90,13 @@ def describe():
     mode = "preview (TRGAD_PREVIEW on)" if PREVIEW else "full"
     return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
             f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} repeat(s) after a warm-up")
+
+
+# ---- tensorgrad's broadened SVD rule on the TRG (book/broadened.md) -------------------------
+#: TRG steps at which tensorgrad's broadened rule is compared with the exact one (even, so
+#: that the torus is square and Kaufman's L x L value applies; 20 is the size of the recorded
+#: tensorgrad run).  Each rule compiles one second-order program of this many steps.
+BROADENED_STEPS = 8 if PREVIEW else 20
+#: Broadenings epsilon of that page's scan at beta = 0.3 (each is one more call of the
+#: compiled program; tensorgrad's 1e-12 is always computed).
+BROADENED_EPSILONS = (1e-10, 1e-12) if PREVIEW else (1e-8, 1e-10, 1e-12, 1e-14, 1e-16)
