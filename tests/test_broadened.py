@@ -3,7 +3,8 @@
 Oracles: central finite differences of a bond-gauge-invariant loss (well separated singular
 values, first and second derivative); the closed form d<W, U S V^T>/dM = W and its
 antisymmetric part on a degenerate pair (the documented loss of the rule); exact
-enumeration of the 4 x 4 torus for the TRG through the rule.
+enumeration of the 8-site torus for the TRG through the rule; the attribution weight changes
+no first derivative.
 """
 import jax
 import jax.numpy as jnp
