@@ -114,3 +114,12 @@ FIXEDPOINT_L = 6 if PREVIEW else 8
 #: Largest iteration count of the page's stopped-early sweep (the errors reach rounding
 #: within it near beta_c at the full L).
 FIXEDPOINT_SWEEP = 40 if PREVIEW else 60
+
+# ---- tensorgrad's broadened SVD rule on the TRG (book/broadened.md) -------------------------
+#: TRG steps at which tensorgrad's broadened rule is compared with the exact one (even, so
+#: that the torus is square and Kaufman's L x L value applies; 20 is the size of the recorded
+#: tensorgrad run).  Each rule compiles one second-order program of this many steps.
+BROADENED_STEPS = 8 if PREVIEW else 20
+#: Broadenings epsilon of that page's scan at beta = 0.3 (each is one more call of the
+#: compiled program; tensorgrad's 1e-12 is always computed).
+BROADENED_EPSILONS = (1e-10, 1e-12) if PREVIEW else (1e-8, 1e-10, 1e-12, 1e-14, 1e-16)
