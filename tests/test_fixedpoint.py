@@ -115,7 +115,7 @@ def test_error_shrinks_by_the_symmetric_gap_per_iteration():
 def test_implicit_keeps_the_same_bytes_whatever_the_iterations():
     n = 6
     size = 2**L * 8
-    held = {m: [fp.held_bytes(m, 0.3, L, k) for k in (n, 2 * n)] for m in fp.METHODS}
+    held = {m: [fp.held_bytes(m, 0.3, L, k) for k in (n, 2 * n)] for m in fp.LOOP_METHODS}
     assert held["unrolled"] == held["staged"]
     assert held["staged"][1] - held["staged"][0] == n * (2 * size + 3 * 8)  # v_k, T v_k, 3 scalars
     assert held["implicit"][0] == held["implicit"][1]

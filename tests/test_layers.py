@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "trgad"
 
 SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache"}
-CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition"}
+CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
+        "fixedpoint", "elsewhere", "broadened"}
 ENGINE = {"keys", "rules", "program", "engine", "keyed_trg", "chain", "probe"}
 FRONT = {"cli", "bench", "__main__"}
 LAYERS = [SUPPORT, CORE, ENGINE, FRONT]          # each may use itself and those before it

@@ -49,7 +49,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from . import trg
+from . import compiled, trg
 from .validate import InputError, check_beta, check_choice, check_positive, check_range
 
 #: tensorgrad's ``safe_inverse`` default (``tensornets/adlib/svd.py``).
@@ -169,13 +169,13 @@ def ops(epsilon=EPSILON, exact_discarded=0.0):
     ``epsilon`` (> 0) and ``exact_discarded`` (in [0, 1]) as in :func:`split`, floats
     (InputError if out of range) or traced scalars."""
     epsilon, exact_discarded = _epsilon(epsilon), _weight(exact_discarded)
-    namespace = copy.copy(trg.jax_ops())
+    namespace = copy.copy(trg.JAX)
     namespace.name = "jax, tensorgrad's broadened SVD rule"
     namespace.split = functools.partial(split, epsilon=epsilon, exact_discarded=exact_discarded)
     return namespace
 
 
-_PROGRAMS = {}
+_PROGRAMS = compiled.registry("broadened")
 
 
 def program(schedule):

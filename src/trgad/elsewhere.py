@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 from .timing import time_call
 from .validate import InputError, check_finite, check_int, check_repeats
-from .whole import count_eqns   # the one import of count_eqns in this module
+from .timing import count_eqns
 
 #: Point at which sin(x) * exp(x) is differentiated (any real x works; 0.3 as elsewhere).
 SIN_EXP_X0 = 0.3
@@ -369,7 +369,7 @@ def nested_grad(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> l
     """``jax.make_jaxpr`` of ``jax.grad`` nested n times of ``f``, for each n in ``orders``.
 
     Rows: ``order``, ``eqns`` (equations of the jaxpr, nested ones included:
-    :func:`trgad.whole.count_eqns`), ``distinct`` (:func:`distinct_eqns`), ``seconds`` (wall
+    :func:`trgad.timing.count_eqns`), ``distinct`` (:func:`distinct_eqns`), ``seconds`` (wall
     time of that one ``make_jaxpr``: tracing and every nested transform), ``value`` (the
     jaxpr evaluated at ``x0``, op by op, no compilation).  Orders: increasing integers in [1, :data:`MAX_GRAD_ORDER`].  Raises
     InputError for bad orders or a non-finite x0.

@@ -71,9 +71,9 @@ ADJOINT_TOL, ADJOINT_MAX = 1e-15, 10_000
 #: Largest inverse temperature (1/J).  Above it, deep in the ordered phase, the dominant
 #: eigenvalue's spin-flip partner comes within 1e-9 of it at L = 12 (Kaufman's spectrum),
 #: and :func:`exact`'s perturbation sums over 1/(lambda_1 - lambda_k) lose their digits.
-BETA_MAX = 1.0
+CYLINDER_BETA_MAX = 1.0
 #: Iteration methods of :func:`held_bytes`.
-METHODS = ("unrolled", "staged", "implicit")
+LOOP_METHODS = ("unrolled", "staged", "implicit")
 
 
 # ------------------------------------------------------------------------------------------
@@ -81,8 +81,8 @@ METHODS = ("unrolled", "staged", "implicit")
 # ------------------------------------------------------------------------------------------
 
 def check_beta(beta):
-    """Inverse temperature (1/J): a finite float in (0, BETA_MAX]."""
-    return check_range("beta", beta, 0.0, BETA_MAX,
+    """Inverse temperature (1/J): a finite float in (0, CYLINDER_BETA_MAX]."""
+    return check_range("beta", beta, 0.0, CYLINDER_BETA_MAX,
                        "deeper in the ordered phase the oracle's eigenvector is ill-conditioned")
 
 
@@ -430,7 +430,7 @@ def held_bytes(method, beta, L, iterations, output="lnz"):
     what its exponential keeps (shared by all three methods).  Raises InputError for a bad
     method, beta, L, iterations or output.
     """
-    method = check_choice("method", method, METHODS)
+    method = check_choice("method", method, LOOP_METHODS)
     beta, L = check_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
     if method == "staged":
