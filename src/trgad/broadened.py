@@ -175,7 +175,7 @@ def ops(epsilon=EPSILON, exact_discarded=0.0):
     return namespace
 
 
-_PROGRAMS = compiled.registry("broadened")
+_TENSORGRAD_PROGRAMS = compiled.registry("broadened")
 
 
 def program(schedule):
@@ -184,7 +184,7 @@ def program(schedule):
     reverse over reverse (``jax.grad`` of ``jax.grad``, as tensorgrad's ``ising.py``);
     cached per schedule.  Call it with three Python floats."""
     key = tuple(int(k) for k in schedule)
-    if key not in _PROGRAMS:
+    if key not in _TENSORGRAD_PROGRAMS:
         def first(b, eps, weight):
             namespace = ops(eps, weight)
             lnz = lambda x: trg.lnz_per_site(x, key, namespace)        # noqa: E731
@@ -192,8 +192,8 @@ def program(schedule):
             return slope, value
 
         both = jax.value_and_grad(first, has_aux=True)
-        _PROGRAMS[key] = jax.jit(lambda *a: (lambda r: (r[0][1], r[0][0], r[1]))(both(*a)))
-    return _PROGRAMS[key]
+        _TENSORGRAD_PROGRAMS[key] = jax.jit(lambda *a: (lambda r: (r[0][1], r[0][0], r[1]))(both(*a)))
+    return _TENSORGRAD_PROGRAMS[key]
 
 
 #: What :func:`value_and_derivatives` may do with pairs of two discarded singular values.
