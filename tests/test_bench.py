@@ -35,9 +35,28 @@ def test_ratios(small):
         assert old not in small, old                      # the rows hold these figures
     m = small["methods"]
     assert small["forward_mode_over_primal"] == m["forward_mode"]["steady_seconds"] / m["primal"]["steady_seconds"]
-    assert set(small["targets"]) == set(bench.TARGETS)
+    second = {k for k in bench.TARGETS if k.startswith("second_order")}
+    assert set(small["targets"]) == set(bench.TARGETS) - second      # run without second order
+    for key in ("whole", "staged", "checkpoint", "forward_mode"):
+        f = small[f"{key}_first_over_primal_first"]
+        assert f == m[key]["first_seconds"] / m["primal"]["first_seconds"]
     for key, t in small["targets"].items():
         assert t["met"] == (t["value"] <= t["bound"])
+
+
+def test_second_order_rows_and_their_ratios():
+    out = bench.run(chi=4, steps=3, beta=0.3, repeats=1, engine=False, names=("primal",),
+                    second_order=True)
+    rows = out["second_order"]
+    assert list(rows) == list(modes.METHODS)
+    cs = [r["c"] for r in rows.values()]
+    assert max(cs) - min(cs) < 1e-10 * max(cs)          # every exact method, one c
+    firsts = [r["first_seconds"] for r in rows.values()]
+    primal = out["methods"]["primal"]["first_seconds"]
+    assert out["second_order_fastest_first_over_primal_first"] == min(firsts) / primal
+    assert out["second_order_slowest_first_over_primal_first"] == max(firsts) / primal
+    assert {"second_order_fastest_first_over_primal_first",
+            "second_order_slowest_first_over_primal_first"} <= set(out["targets"])
 
 
 def test_staged_memory_counts_each_program_once():
@@ -105,7 +124,8 @@ def test_subset_of_methods_runs_only_those():
     assert out["staged_first_over_whole_first"] == m["staged"]["first_seconds"] / m["whole"]["first_seconds"]
     # ratios of methods that did not run are absent, and so are their targets
     assert "forward_mode_over_primal" not in out and "checkpoint_temp_over_whole_temp" not in out
-    assert set(out["targets"]) == {"staged_over_primal"}
+    assert set(out["targets"]) == {"staged_over_primal", "whole_first_over_primal_first",
+                                   "staged_first_over_primal_first"}
     text = bench.summary(out, targets=False)
     assert "target" not in text and "staged over whole" in text
     assert "target" in bench.summary(out)
