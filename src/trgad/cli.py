@@ -6,7 +6,7 @@ range, no traceback); 3 a run in a child process was killed after ``--timeout`` 
 failed; 4 the result is not a finite number (``--json`` never prints NaN or Infinity).
 Every run that may grow exponentially (``trg --engine keyed`` on the whole graph, ``chain``,
 ``probe``) runs in a child process killed after ``--timeout``.  ``--json`` prints one JSON
-object on stdout.  README's "Command line" and "Bad input" sections say the same for users.
+object on stdout.  ``python -m trgad --help`` says the same for users (:data:`EPILOG`).
 """
 from __future__ import annotations
 
@@ -71,9 +71,35 @@ def _parents():
     return json_, lattice, keyed
 
 
+#: What ``python -m trgad --help`` says after the commands: how bad input and runs that may
+#: not return are handled (the one place the command line documents it).
+EPILOG = f"""\
+bad input: every value is checked before any work starts; one outside its range ends with
+  one line on stderr naming the value as typed and the allowed range (each command's --help
+  gives the ranges, from trgad.validate), exit status 2, never a traceback.  Negative
+  numbers are values (--x0 -1e-3).  A probe's module:function that does not import, is not
+  a Python file, lacks the function or fails on --x0 (any exception, sys.exit included) is
+  bad input too.
+runs that may not return (trg --engine keyed on the whole graph, chain, probe) run in a
+  child process in a session of its own; after --timeout seconds its whole process group
+  is killed and the command says so in one line: exit status 3 (also when the child fails).
+non-finite numbers are never printed (--json never holds NaN or Infinity): a result that is
+  not finite (trg's lnZ/N, u, c; bench) exits 4 naming it; a derivative beside a measured
+  transform (chain's grad, probe's grads) is null with a "note".
+exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
+  3 timeout or failed child, 4 non-finite result.
+ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (below the smallest normal float64
+  JAX on the CPU flushes it to zero; 2 beta must be finite); chi in [{CHI_MIN}, {CHI_MAX}]
+  (an SVD costs chi**6); steps in [1, {MAX_STEPS}] (step i weighs 2**-i); depth * fanout <=
+  {CHAIN_MAX_OPS} (memory); timeout in (0, {format_bound(TIMEOUT_MAX)}] s; budget in (0,
+  {format_bound(BUDGET_MAX)}] s, below the timeout; repeats in [1, {REPEATS_MAX}].
+"""
+
+
 def _parser():
     p = _Parser(prog="python -m trgad",
-                description="Whole-graph vs staged differentiation of the Ising TRG (trgad).")
+                description="Whole-graph vs staged differentiation of the Ising TRG (trgad).",
+                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     json_, lattice, keyed = _parents()
 
