@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "trgad"
 
-SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache"}
+SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache",
+           "report"}
 CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
         "fixedpoint", "elsewhere", "broadened"}
 ENGINE = {"keys", "rules", "program", "engine", "keyed_trg", "chain", "probe"}
