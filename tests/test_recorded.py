@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_reports_schedule_is_the_books():
     st = recorded.TENFERRO_STAGED
-    assert trg.truncation_schedule(16, st["steps"], 0.3) == st["ks"]
+    assert trg.truncation_schedule(st["chi"], st["steps"], st["beta"]) == st["ks"]
 
 
 def test_bit_for_bit_comparison_agrees_with_both_tables():
@@ -30,3 +30,12 @@ def test_the_label_links_to_the_appendix_in_the_toc():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     assert {"file": f"book/{target}"} in toc["chapters"]
     assert (ROOT / "book" / f"{target}.md").is_file()
+
+
+def test_the_sweep_stopped_at_the_first_row_over_its_cap():
+    """The report's sweep stopped after the first step count whose ad.grad passed the cap."""
+    tw, cap = recorded.TENFERRO_WHOLE, recorded.TENFERRO_SWEEP_CAP_MS
+    last = max(tw)
+    assert tw[last][0] > cap
+    assert all(tw[n][0] <= cap for n in tw if n != last)
+    assert recorded.TENFERRO_HANG["steps"] == last + 1

@@ -4,11 +4,12 @@ Two sources, each labelled wherever a page shows its figures:
 
 1. **The source report** (everything except the computegraph-rs section below): the one-page
    report "整张图求导，几步之后就停不下来" ("Differentiating the whole graph: after a few steps
-   it never stops"), one report in a tutorial series on computing the internal energy of the
-   2D Ising model by differentiating TRG.  Its runs: JAX 0.12.0.1 on CPU with float64
-   (x64); tenferro-rs 0.8.0, release build, ``CpuEngine::serial()``, a single thread; chi =
-   16, truncation schedule [2, 4, 4, 16, ...], beta = 0.3; on an Apple M2 Max (macOS 27,
-   rustc 1.99.0, load average 2.4 to 3.0 during the runs).  tenferro-rs cannot be installed
+   it never stops"), a page of a Chinese series that places it on its TRG line, at
+   「分段求导得内能」 (the internal energy by staged differentiation).  Its runs: JAX 0.12.0.1
+   (CPU, x64); tenferro-rs 0.8.0 (CPU, native, a single thread), the whole-graph binary a
+   release build with ``CpuEngine::serial()``; chi = 16, truncation schedule
+   [2, 4, 4, 16, ...], beta = 0.3; on an M2 Max (macOS 27, rustc 1.99.0, load average 2.4
+   to 3.0).  tenferro-rs cannot be installed
    where this book is built, so these numbers are shown beside the ones the book computes,
    always labelled as recorded elsewhere.
 2. **computegraph-rs** (the library tenferro-rs builds its keys on, the public repository
@@ -29,8 +30,8 @@ TITLE_EN = "Differentiating the whole graph: after a few steps it never stops"
 
 #: The report's setup, as it states it: (item, value) pairs.
 SETUP = [
-    ("JAX", "0.12.0.1, CPU, float64 (x64)"),
-    ("tenferro-rs", "0.8.0, release build, `CpuEngine::serial()`, one thread"),
+    ("JAX", "0.12.0.1, CPU, x64"),
+    ("tenferro-rs", "0.8.0, CPU, native, one thread"),
     ("machine", "Apple M2 Max, macOS 27, rustc 1.99.0"),
     ("load average during the runs", "2.4 to 3.0"),
     ("TRG", "chi = 16, truncation schedule [2, 4, 4, 16, ...], beta = 0.3"),
@@ -56,8 +57,8 @@ TENFERRO_WHOLE = {
     4: (2088.32, 2093.47, 863, 3.564, 0.844054073623855),
 }
 TENFERRO_HANG = {"steps": 5, "timeout_seconds": 60, "exit": 124}
-#: The last row the killed 5-step run had printed, a second run of 4 steps in the same
-#: process (same columns as :data:`TENFERRO_WHOLE`).
+#: The last row the killed 5-step run had printed, its own 4-step row (the report elides the
+#: rows above it; same columns as :data:`TENFERRO_WHOLE`).
 TENFERRO_HANG_LAST_ROW = (4, (2092.07, 2082.67, 863, 2.267, 0.844054073623855))
 #: The report's word on the eager backward: it uses the same transform and takes "about
 #: 7 s" per call for the whole graph at 4 steps.
@@ -72,11 +73,12 @@ TENFERRO_CHAIN = {16: (4.13, 4.00, 81), 20: (62.46, 62.08, 101), 24: (1004.20, 1
 #: JAX, the same chain with 30 layers: make_jaxpr(grad) in ms.
 JAX_CHAIN_30_MS = 7.0
 
-#: tenferro-rs staged run, 20 steps (value and gradient, min of 3 after a warm-up).
-#: ``c`` is a central difference of two more gradients (step ``h``), not included in the time.
-TENFERRO_STAGED = {"steps": 20, "lnz_per_site": 0.790559063800966, "u": -0.704498679529762,
-                   "c": 0.286288378175, "value_and_grad_ms": 555.8, "h": 1e-5,
-                   "ks": [2, 4, 4] + [16] * 17, "repeats": 3}
+#: tenferro-rs staged run (eager), 20 steps at chi = 16, beta = 0.3 (value and gradient: the
+#: minimum of 3 runs after a first one).  ``c`` is a finite difference ("差分") of two more
+#: gradients (step ``h``; the report does not say which difference), not included in the time.
+TENFERRO_STAGED = {"steps": 20, "chi": 16, "beta": 0.3, "lnz_per_site": 0.790559063800966,
+                   "u": -0.704498679529762, "c": 0.286288378175, "value_and_grad_ms": 555.8,
+                   "h": 1e-5, "ks": [2, 4, 4] + [16] * 17, "repeats": 3}
 
 #: The report's detection rule: time ``ad.grad`` after each added step; a ratio of
 #: successive times that stays above this is exponential growth.
@@ -110,3 +112,12 @@ COMPUTEGRAPH_HISTORY = [
     ("691def2", "2026-06-01", "\"rename graph API terminology (#4)\": `ValueKey` / "
      "`OperationKey`", "same logic"),
 ]
+
+
+# --- the source report: two more of its figures (book/source-report.md) ------------------
+
+#: The cap of the report's tenferro-rs whole-graph sweep: it stopped after the step count
+#: whose ``ad.grad`` took longer than this (it stopped after 4 steps), in milliseconds.
+TENFERRO_SWEEP_CAP_MS = 1500
+#: The number of layers of the JAX chain timed in :data:`JAX_CHAIN_30_MS`.
+JAX_CHAIN_LAYERS = 30
