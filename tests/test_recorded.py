@@ -30,3 +30,14 @@ def test_the_label_links_to_the_appendix_in_the_toc():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     assert {"file": f"book/{target}"} in toc["chapters"]
     assert (ROOT / "book" / f"{target}.md").is_file()
+
+
+def test_the_by_value_figures_are_the_history_rows():
+    """COMPUTEGRAPH_BY_VALUE restates the first history row's figures, for a chain the report ran."""
+    bv, row = recorded.COMPUTEGRAPH_BY_VALUE, recorded.COMPUTEGRAPH_HISTORY[0]
+    assert bv["commit"] in row[0]
+    cost = row[3]
+    assert f"depth {bv['depth']}" in cost
+    for name in ("build", "materialize", "drop"):
+        assert f"{name} {bv[name + '_s']:g} s" in cost, name
+    assert bv["depth"] in recorded.TENFERRO_CHAIN, "the report timed tenferro-rs on the same chain"

@@ -143,8 +143,8 @@ ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5
 ROOTCAUSE_TRG_STRUCTURAL_STEPS = 2
 
 # ---- computegraph-rs's keys over its history (book/keys-history.md) -------------------------
-#: Mul-chain depths whose key is unfolded into a tree of tuples and freed (2**(depth+2)
-#: tuples at the deepest: about a quarter of a million at 16).
-KEYS_HISTORY_DROP_DEPTHS = tuple(range(8, 15)) if PREVIEW else tuple(range(8, 17))
+#: Mul-chain depths whose key is unfolded into a tree of tuples and freed (about
+#: 2**(depth+2) tuples: 65,533 at 14).
+KEYS_HISTORY_DROP_DEPTHS = tuple(range(8, 13)) if PREVIEW else tuple(range(8, 15))
 #: Mul-chain depth whose engine transform (structural keys) is freed and timed.
 KEYS_HISTORY_FREE_DEPTH = 10 if PREVIEW else 12
