@@ -136,11 +136,9 @@ ROOTCAUSE_STRUCTURAL_DEPTHS = tuple(range(2, 11, 2)) if PREVIEW else tuple(range
 ROOTCAUSE_FIX_DEPTHS = tuple(range(2, 31, 4)) if PREVIEW else tuple(range(2, 63, 4))
 #: Depth of the mul chain whose engine transform is counted step by step, per key strategy.
 ROOTCAUSE_ENGINE_DEPTH = 10 if PREVIEW else 12
-#: TRG steps whose lnZ/N keys and whole-graph transforms are counted (memo and interned).
+#: TRG steps whose lnZ/N key trees are counted on the DAG (linear time in the steps; the
+#: tree itself grows about 16-fold per step: about 6 * 10**7 nodes at 5).
 ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5
-#: Of those, the steps whose whole-graph transform also runs with structural keys (the
-#: transform at 2 steps makes about 10**5 key visits, at 3 steps about 16 times that).
-ROOTCAUSE_TRG_STRUCTURAL_STEPS = 2
 
 # ---- computegraph-rs's keys over its history (book/keys-history.md) -------------------------
 #: Mul-chain depths whose key is unfolded into a tree of tuples and freed (about
