@@ -137,9 +137,10 @@ FORWARD_EAGER_STEPS = 4 if PREVIEW else 5
 
 # ---- how to detect it (book/detect.md) -----------------------------------------------------
 #: Depths at which that page probes each graph with structural keys on the keyed engine (the
-#: deepest costs about 10**5 key visits; the doubling rule needs the deepest >= 4 x the first).
+#: deepest costs about 10**5 key visits; the doubling rule needs the deepest >= 4 x the first;
+#: power iteration keeps its full depths, whose fitted base the page compares with its paths).
 DETECT_DEPTHS = ({"chain": (2, 4, 6, 8, 10), "newton": (2, 4, 6, 8, 10), "evolve": tuple(range(1, 9)),
-                  "power": (1, 2, 3, 4), "trg": (1, 2, 3)} if PREVIEW else
+                  "power": (1, 2, 3, 4, 5), "trg": (1, 2, 3)} if PREVIEW else
                  {"chain": (2, 4, 6, 8, 10, 12, 14), "newton": (2, 4, 6, 8, 10, 12),
                   "evolve": tuple(range(1, 11)), "power": (1, 2, 3, 4, 5), "trg": (1, 2, 3)})
 #: Depths of that page's JAX probes (exact jaxpr equations; CPU time of make_jaxpr(grad)).
