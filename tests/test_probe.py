@@ -6,6 +6,7 @@ import random
 import textwrap
 import time
 
+import jax
 import numpy as np
 import pytest
 
@@ -127,6 +128,18 @@ def test_mul_chain_jax_is_polynomial():
     g = probe.growth(chain, 1.1, engine="jax", depths=(4, 8, 16, 32, 64), budget=60)
     assert g.verdict == "polynomial" and g.measure == "transform_cpu_seconds"
     assert g.key_visits == [None] * len(g.depths)
+
+
+def test_jax_probe_without_execution_counts_equations_only():
+    depths = (4, 8, 16)
+    g = probe.growth(chain, 1.1, engine="jax", depths=depths, budget=60, execute=False)
+    assert g.depths == list(depths) and g.run_seconds == [None] * 3 and g.grads == [None] * 3
+    ran = probe.growth(chain, 1.1, engine="jax", depths=depths, budget=60)
+    assert g.derivative_ops == ran.derivative_ops          # the same jaxprs, compiled or not
+    assert all(t > 0 for t in ran.run_seconds) and ran.grads[0] == pytest.approx(
+        jax.grad(lambda x: probe.chain_step(probe.chain_step(probe.chain_step(probe.chain_step(x)))))(1.1))
+    ops = dict(zip(depths, g.derivative_ops))               # equations per layer: one constant
+    assert (ops[16] - ops[8]) == 2 * (ops[8] - ops[4])
 
 
 def test_argument_used_once_is_polynomial():

@@ -46,8 +46,6 @@ BETA_POINTS = 7 if PREVIEW else 21
 AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
-#: TRG steps of the keyed engine's eager forward mode in the mul-chain chapter.
-FORWARD_EAGER_STEPS = 8 if PREVIEW else 20
 #: Numbers of TRG steps whose jax.grad the Ising chapter takes through JAX's own SVD rule
 #: (NaN from 5 steps; each is one small compiled gradient).
 STOCK_RULE_STEPS = (4, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
@@ -157,3 +155,29 @@ ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5
 KEYS_HISTORY_DROP_DEPTHS = tuple(range(8, 13)) if PREVIEW else tuple(range(8, 15))
 #: Mul-chain depth whose engine transform (structural keys) is freed and timed.
 KEYS_HISTORY_FREE_DEPTH = 10 if PREVIEW else 12
+
+# ---- the mul chain (book/mulchain.md) ------------------------------------------------------
+#: Depths of that page's structural-key sweeps, by fan-out: the deepest costs about 10**6
+#: exact key visits at fan-out 2 (the count doubles per layer) and 10**5 at fan-out 3.
+MULCHAIN_DEPTHS = ({2: tuple(range(2, 13)), 3: tuple(range(2, 9))} if PREVIEW
+                   else {2: tuple(range(2, 16)), 3: tuple(range(2, 11))})
+#: Depths of that page's interned-key and JAX sweeps (their cost per layer is constant).
+MULCHAIN_DEEP_DEPTHS = (10, 20, 30) if PREVIEW else (10, 20, 30, 40)
+#: Depths of the fan-out-4 exercise on that page (4**7: about 2 * 10**5 key visits).
+MULCHAIN_FANOUT4_DEPTHS = tuple(range(2, 7)) if PREVIEW else tuple(range(2, 8))
+#: TRG steps of the keyed engine's eager forward mode on that page: 5, where the recorded
+#: tenferro-rs run did not return (the source report records JAX's u at 1, 4, 5 and 20 steps).
+FORWARD_EAGER_STEPS = 4 if PREVIEW else 5
+
+# ---- how to detect it (book/detect.md) -----------------------------------------------------
+#: Depths at which that page probes each graph with structural keys on the keyed engine (the
+#: deepest costs about 10**5 key visits; the doubling rule needs the deepest >= 4 x the first;
+#: power iteration keeps its full depths, whose fitted base the page compares with its paths).
+DETECT_DEPTHS = ({"chain": (2, 4, 6, 8, 10), "newton": (2, 4, 6, 8, 10), "evolve": tuple(range(1, 9)),
+                  "power": (1, 2, 3, 4, 5), "trg": (1, 2, 3)} if PREVIEW else
+                 {"chain": (2, 4, 6, 8, 10, 12, 14), "newton": (2, 4, 6, 8, 10, 12),
+                  "evolve": tuple(range(1, 11)), "power": (1, 2, 3, 4, 5), "trg": (1, 2, 3)})
+#: Depths of that page's JAX probes (exact jaxpr equations; CPU time of make_jaxpr(grad)).
+DETECT_DEPTHS_JAX = (4, 8, 16) if PREVIEW else (4, 8, 16, 32)
+#: TRG steps of that page's JAX probe (make_jaxpr(grad) of the whole graph, not compiled).
+DETECT_STEPS_JAX = (1, 2, 4)

@@ -218,7 +218,7 @@ def _jax_row(f, x0, execute=True, repeats=3):
             "key_visits": None, "derivative_ops": count_eqns(jaxpr), "grad": val}
 
 
-def _measure_jax(step, state, is_tuple, depth):
+def _measure_jax(step, state, is_tuple, depth, execute=True):
     rest = state[1:]
 
     def f(x):
@@ -226,7 +226,7 @@ def _measure_jax(step, state, is_tuple, depth):
         return _unroll(step, start, depth, is_tuple, "on JAX tracers")
 
     try:
-        return _jax_row(f, float(state[0]))
+        return _jax_row(f, float(state[0]), execute=execute)
     except InputError:
         raise
     except TypeError as e:   # jax.grad of a non-scalar, or of something not an array
@@ -321,7 +321,7 @@ def _path_check(res, step, x0):
 
 
 def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str = "keyed",
-           keys: str = "structural", budget: float = BUDGET) -> Growth:
+           keys: str = "structural", budget: float = BUDGET, execute: bool = True) -> Growth:
     """Probe how the reverse-mode transform of ``step`` unrolled d times grows with d.
 
     Parameters
@@ -341,6 +341,9 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
         (the last time grown by the last observed cost growth, extrapolated exponentially)
         would overrun it, and after any depth that used it up.  Not a hard limit: one
         measurement can take longer than predicted (the command line adds a hard timeout).
+    execute : JAX only: also compile ``jit(grad)`` and time one call at every depth (the
+        default); ``False`` skips that (run_seconds and grads are then None), as in
+        :func:`trg_growth`.  The keyed engine always runs its derivative program.
 
     Returns
     -------
@@ -365,7 +368,7 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
     def measure_at(d):
         if engine == "keyed":
             return _measure_keyed(step, state, is_tuple, d, keys)
-        return _measure_jax(step, state, is_tuple, d)
+        return _measure_jax(step, state, is_tuple, d, execute=execute)
 
     res = _sweep(measure_at, depths, engine, keys, budget)
     if engine == "keyed" and keys == "structural":
