@@ -123,3 +123,15 @@ BROADENED_STEPS = 8 if PREVIEW else 20
 #: Broadenings epsilon of that page's scan at beta = 0.3 (each is one more call of the
 #: compiled program; tensorgrad's 1e-12 is always computed).
 BROADENED_EPSILONS = (1e-10, 1e-12) if PREVIEW else (1e-8, 1e-10, 1e-12, 1e-14, 1e-16)
+
+# ---- u(beta) and c(beta) across the transition (book/transition.md) -------------------------
+#: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
+TRANSITION_CHIS = (8, 16)
+#: TRG steps of the scan (even: the torus is L x L with L = 2**(steps // 2), so Kaufman's
+#: exact finite-torus c applies; 20 is the book's reference size).
+TRANSITION_STEPS = 12 if PREVIEW else 20
+#: Number of betas of the scan (transition.beta_grid between the two bounds below; each is
+#: one staged second derivative per chi).
+TRANSITION_POINTS = 4 if PREVIEW else 8
+#: The scanned range of beta (1/J), around beta_c.
+TRANSITION_RANGE = (0.40, 0.48)
