@@ -135,3 +135,8 @@ TRANSITION_STEPS = 12 if PREVIEW else 20
 TRANSITION_POINTS = 4 if PREVIEW else 8
 #: The scanned range of beta (1/J), around beta_c.
 TRANSITION_RANGE = (0.40, 0.48)
+
+# ---- the staged cotangent as the environment (book/environment.md, trgad.impurity) ----------
+#: TRG steps of that page's environments and impurity method (even: an L x L torus, so
+#: Kaufman's exact u applies; 20 is the book's reference size).
+ENVIRONMENT_STEPS = 10 if PREVIEW else 20
