@@ -128,8 +128,8 @@ BROADENED_EPSILONS = (1e-10, 1e-12) if PREVIEW else (1e-8, 1e-10, 1e-12, 1e-14, 
 #: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
 TRANSITION_CHIS = (8, 16)
 #: TRG steps of the scan (even: the torus is L x L with L = 2**(steps // 2), so Kaufman's
-#: exact finite-torus c applies; 20 is the book's reference size).
-TRANSITION_STEPS = 12 if PREVIEW else 20
+#: exact finite-torus c applies; on the 64 x 64 torus chi = 8 overshoots the exact peak).
+TRANSITION_STEPS = 12
 #: Number of betas of the scan (transition.beta_grid between the two bounds below; each is
 #: one staged second derivative per chi).
 TRANSITION_POINTS = 4 if PREVIEW else 8
