@@ -22,7 +22,7 @@ PACKAGE = ROOT / "src" / "trgad"
 SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache",
            "report", "flowchart"}
 CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
-        "fixedpoint", "elsewhere", "broadened"}
+        "fixedpoint", "elsewhere", "broadened", "impurity"}
 ENGINE = {"keys", "keylayout", "rules", "program", "engine", "keyed_trg", "chain", "probe"}
 FRONT = {"cli", "bench", "__main__"}
 LAYERS = [SUPPORT, CORE, ENGINE, FRONT]          # each may use itself and those before it

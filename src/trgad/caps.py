@@ -181,3 +181,21 @@ DETECT_DEPTHS = ({"chain": (2, 4, 6, 8, 10), "newton": (2, 4, 6, 8, 10), "evolve
 DETECT_DEPTHS_JAX = (4, 8, 16) if PREVIEW else (4, 8, 16, 32)
 #: TRG steps of that page's JAX probe (make_jaxpr(grad) of the whole graph, not compiled).
 DETECT_STEPS_JAX = (1, 2, 4)
+
+# ---- u(beta) and c(beta) across the transition (book/transition.md) -------------------------
+#: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
+TRANSITION_CHIS = (8, 16)
+#: TRG steps of the scan (even: the torus is L x L with L = 2**(steps // 2), so Kaufman's
+#: exact finite-torus c applies; on the 64 x 64 torus chi = 8 overshoots the exact peak).
+TRANSITION_STEPS = 12
+#: Number of betas of the scan (transition.beta_grid between the two bounds below; at 8 the
+#: largest chi = 8 value falls below the exact peak, at 4 it lies above it; each is
+#: one staged second derivative per chi).
+TRANSITION_POINTS = 4
+#: The scanned range of beta (1/J), around beta_c.
+TRANSITION_RANGE = (0.40, 0.48)
+
+# ---- the staged cotangent as the environment (book/environment.md, trgad.impurity) ----------
+#: TRG steps of that page's environments and impurity method (even: an L x L torus, so
+#: Kaufman's exact u applies; 20 is the book's reference size).
+ENVIRONMENT_STEPS = 10 if PREVIEW else 20

@@ -330,3 +330,59 @@ def full_size_steps(schedule):
     ks = check_schedule(schedule)
     dims = [2] + list(ks[:-1])
     return [i for i, d in enumerate(dims) if d == max(dims)]
+
+
+# --------------------------------------------------------------------------------------
+# The cotangents themselves (the environments; book/environment.md)
+# --------------------------------------------------------------------------------------
+
+def cotangents(beta, schedule):
+    """The staged first-order pass with every step's cotangent kept: the environments.
+
+    The same forward and backward passes as :func:`value_and_grad_jax` (the same step and
+    pullback programs), returning what that function discards on the way.
+
+    Parameters: beta (1/J) and schedule, sequence of int, as :func:`value_and_grad_jax`.
+
+    Returns
+    -------
+    dict with ``tensors``, the list [T_0, ..., T_n] (n = len(schedule); JAX arrays; T_0 the
+    scaled Ising tensor of :func:`trgad.ising.initial_tensor`, T_i for 0 < i <= n the tensor
+    step i - 1 returns, *before* the division by its norm that step i makes; T_i has shape
+    (D_i,) * 4 with D_0 = 2 and D_i = schedule[i - 1]); ``cotangents``, the list
+    [Tbar_0, ..., Tbar_n] of the same shapes, Tbar_i = d(lnZ/N)/dT_i (what the backward pass
+    hands to step i; Tbar_n comes from the trace term); ``lnz_per_site`` and ``dlnz``,
+    Python floats, equal to :func:`value_and_grad_jax`'s.
+
+    Since step i divides T_i by its norm, lnZ/N depends on T_i as
+    2**-i ln||T_i|| + g(T_i / ||T_i||), so <Tbar_i, T_i> = 2**-i exactly (Euler's theorem
+    for the homogeneous Z, which holds T_i 2**(n - i) times; the book's page on the
+    environment asserts it).  Raises InputError for a bad beta or schedule.  Source: the
+    backward iteration of the environment is the second renormalization of Xie et al.,
+    PRL 103, 160601 (2009); Chen et al., PRB 101, 220409(R) (2020) obtain it by automatic
+    differentiation.
+    """
+    beta, ks = check_beta(beta), check_schedule(schedule)
+    f64 = jnp.float64
+    (init_step, init_pullback), (tail_step, tail_pullback) = end_programs()
+    T, res0 = init_step(jnp.asarray(beta, dtype=f64))
+    tensors, stages, ln_norms = [T], [], []
+    for k in ks:
+        step, pullback = step_programs(T.shape[0], k)
+        (T, ln), res = step(T)
+        tensors.append(T)
+        stages.append((pullback, res))
+        ln_norms.append(ln)
+    n = len(ks)
+    tail, res_n = tail_step(T, jnp.asarray(1.0 / 2**n, dtype=f64))
+    ct = tail_pullback(res_n, jnp.ones((), dtype=f64))
+    bars = [ct]
+    for i in range(n - 1, -1, -1):
+        pullback, res = stages[i]
+        ct = pullback(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
+        bars.append(ct)
+    dlnz = init_pullback(res0, ct)
+    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
+    return {"tensors": tensors, "cotangents": bars[::-1],
+            "lnz_per_site": lnz + ising.log_weight_per_site(beta),
+            "dlnz": float(dlnz) + ising.log_weight_slope(beta)}
