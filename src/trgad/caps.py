@@ -186,11 +186,10 @@ DETECT_STEPS_JAX = (1, 2, 4)
 #: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
 TRANSITION_CHIS = (8, 16)
 #: TRG steps of the scan (even: the torus is L x L with L = 2**(steps // 2), so Kaufman's
-#: exact finite-torus c applies; on the 64 x 64 torus chi = 8 overshoots the exact peak).
+#: exact finite-torus c applies).
 TRANSITION_STEPS = 12
-#: Number of betas of the scan (transition.beta_grid between the two bounds below; at 8 the
-#: largest chi = 8 value falls below the exact peak, at 4 it lies above it; each is
-#: one staged second derivative per chi).
+#: Number of betas of the scan (transition.beta_grid between the two bounds below; each is
+#: one staged second derivative per chi, compiled once per chi).
 TRANSITION_POINTS = 4
 #: The scanned range of beta (1/J), around beta_c.
 TRANSITION_RANGE = (0.40, 0.48)
