@@ -53,7 +53,7 @@ STOCK_RULE_STEPS = (4, 5) if PREVIEW else (3, 4, 5, 6)
 #: Bond dimensions of the convergence figure of the truncation page (book/truncation.md).
 #: Each point costs a NumPy schedule and an eager second derivative (forward over forward)
 #: of the whole graph, whose cost is mostly the dispatch of its many small operations.
-CONV_CHIS = (4, 8) if PREVIEW else (4, 8, 12, 16)
+CONV_CHIS = (4, 8) if PREVIEW else (4, 8, 16)
 #: Largest chi of that figure at beta = 0.3 and near beta_c.
 CONV_CHI_MAX = (8, 8) if PREVIEW else (16, 16)
 #: TRG steps of that figure at beta = 0.3 and near beta_c (2**steps sites, an even number of
