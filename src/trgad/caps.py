@@ -40,7 +40,7 @@ REPEATS = 1 if PREVIEW else 3
 #: TRG steps in the phenomenon's JAX table.
 PHENOMENON_STEPS = (1, 2, 3, 4, 5) if PREVIEW else (1, 2, 3, 4, 5, 20)
 #: Number of beta values in the u(beta) scan of the TRG page (book/trg.md), 0.25 to 0.6.
-BETA_POINTS = 7 if PREVIEW else 13
+BETA_POINTS = 7 if PREVIEW else 9
 #: TRG steps for the whole-graph automatic second derivative in the staged chapter.
 AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
