@@ -21,8 +21,8 @@ result in a real browser:
    prose with the digits the chapter prints; that no cell failed; and that the figure
    cell shows its image.  A screenshot goes to ``_build/screenshots/``.
 
-The chapter is ``book/ising-trg.md``: its prose has numbers with an independent oracle,
-and it runs in about a minute with the preview caps.  With ``CI=true`` a missing
+The chapter is ``book/trg.md`` (the TRG and its exact checks): its prose has numbers with
+an independent oracle, and it runs in well under a minute with the preview caps.  With ``CI=true`` a missing
 prerequisite (Chromium, playwright, jupyterlab-myst) is a failure, not a skip.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ import pytest
 
 from bookpaths import ROOT, build_dir, skip_or_fail
 
-CHAPTER = ROOT / "book" / "ising-trg.md"
+CHAPTER = ROOT / "book" / "trg.md"
 BETA = 0.3
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -40,26 +40,25 @@ TRANSFORM_CAP_SECONDS = 0.3 if PREVIEW else 1.5
 HANG_TIMEOUT_SECONDS = 3.0 if PREVIEW else 6.0
 #: Timed repeats after one warm-up (min is reported).
 REPEATS = 1 if PREVIEW else 3
-#: Number of beta values in the u(beta) scan of the Ising chapter.
-BETA_POINTS = 7 if PREVIEW else 21
+#: Number of beta values in the u(beta) scan of the TRG page (book/trg.md), 0.25 to 0.6.
+BETA_POINTS = 7 if PREVIEW else 9
 #: TRG steps for the whole-graph automatic second derivative in the staged chapter.
 AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
-#: Numbers of TRG steps whose jax.grad the Ising chapter takes through JAX's own SVD rule
-#: (NaN from 5 steps; each is one small compiled gradient).
-STOCK_RULE_STEPS = (4, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
-#: Bond dimensions of the Ising chapter's convergence figure.  Each point costs a NumPy
-#: schedule and an eager second derivative of the whole graph; one point at chi = 32 (a
-#: 1024 x 1024 SVD per split: the cost grows like chi**6) costs more than the four smaller
-#: chi together.
-CONV_CHIS = (8, 12, 16) if PREVIEW else (8, 12, 16, 24, 32)
-#: Largest chi of that figure at beta = 0.3 and near beta_c: chi = 32 is spent only near
-#: beta_c, where the truncation error is largest.
-CONV_CHI_MAX = (16, 16) if PREVIEW else (24, 32)
-#: TRG steps of that figure at beta = 0.3 and near beta_c (2**steps sites; the chapter prints
-#: how many correlation lengths wide each torus is).
-CONV_STEPS = (10, 12) if PREVIEW else (12, 16)
+#: Numbers of TRG steps whose jax.grad the SVD page (book/svd-degeneracy.md) takes through
+#: JAX's own SVD rule (each an eager gradient; NaN once equal discarded values appear).
+STOCK_RULE_STEPS = (4, 5) if PREVIEW else (3, 4, 5, 6)
+#: Bond dimensions of the convergence figure of the truncation page (book/truncation.md).
+#: Each point costs a NumPy schedule and an eager second derivative (forward over forward)
+#: of the whole graph, whose cost is mostly the dispatch of its many small operations.
+CONV_CHIS = (4, 8) if PREVIEW else (4, 8, 16)
+#: Largest chi of that figure at beta = 0.3 and near beta_c.
+CONV_CHI_MAX = (8, 8) if PREVIEW else (16, 16)
+#: TRG steps of that figure at beta = 0.3 and near beta_c (2**steps sites, an even number of
+#: steps: the torus is square and Kaufman's exact value is the reference, so the errors are
+#: the truncation's alone).
+CONV_STEPS = (6, 6) if PREVIEW else (8, 8)
 
 # ---- the phenomenon (book/phenomenon.md) --------------------------------------------------
 #: TRG steps of the phenomenon's JAX rows: equations of the gradient jaxpr, make_jaxpr time

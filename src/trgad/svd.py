@@ -23,8 +23,9 @@ discarded part (:func:`resolvent`), so that two discarded values are never paire
   rules are exact for any loss; at a degenerate pair the first derivative is exact for a
   loss with the symmetry above (and finite for any other), second derivatives are finite.
 
-The chapter *Hands-on: the Ising TRG* shows the difference on a degenerate matrix.  Everything
-is computed in units of the largest singular value, so the rules hold over the float64 range.
+The page *SVD derivatives at degeneracy* (book/svd-degeneracy.md) shows the difference on a
+degenerate matrix.  Everything is computed in units of the largest singular value, so the
+rules hold over the float64 range.
 The rules are written against an array namespace ``xp`` (``numpy`` or ``jax.numpy``); JAX
 uses them through ``jax.custom_jvp`` (every transform: reverse mode by transposition), the
 keyed graph engine calls the SVD rules with NumPy.
