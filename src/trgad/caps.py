@@ -73,13 +73,16 @@ PHENOMENON_ENGINE_STEPS = 3
 # ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).
 MODES_STEPS = 8 if PREVIEW else 20
-#: Steps of the growth measurement (bench.growth): time, first call and memory per method.
-GROWTH_STEPS = (4, 8) if PREVIEW else (10, 20, 40)
+#: Steps of the growth measurement (book/modes.md: memory per method; bench.growth).  Each
+#: count has at least two full-size steps (input bond dimension chi = 16 from step 5 on),
+#: so the bytes added per full-size step are comparable.
+GROWTH_STEPS = (6, 8) if PREVIEW else (10, 20, 40)
 #: A method's growth sweep stops after the first call that took longer than this (seconds).
 GROWTH_CAP_SECONDS = 30.0 if PREVIEW else 60.0
-#: TRG steps at which the specific heat's cost is compared across methods
-#: (bench.second_order_costs); the whole graph's second-order program dominates.
-SECOND_STEPS = 4 if PREVIEW else 6
+#: TRG steps at which the specific heat is compared across methods (bench.second_order_costs;
+#: book/modes.md): 3 steps, where the TRG truncates nothing and the exact 8-site torus is
+#: the oracle (a first call is mostly compilation, which hardly depends on the steps).
+SECOND_STEPS = 3
 #: TRG steps of the many-parameter gradients (params.compare).
 PARAMS_STEPS = 4 if PREVIEW else 6
 #: Number of betas in the c(beta) scan across the transition (transition.beta_grid).

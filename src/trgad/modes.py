@@ -67,7 +67,8 @@ SECOND_FORMS = ("forward-over-forward", "forward-over-reverse", "reverse-over-fo
 #: over reverse through any ``lax.scan`` of the step gave NaN (JAX 0.10.2).  ``whole``:
 #: forward over reverse, the form whose program compiled fastest of the three (a first call
 #: is mostly compilation); :func:`trgad.whole.specific_heat_autodiff` is reverse over
-#: reverse, and the book's chapter *Choosing a way out* measures the costs.
+#: reverse, and the book's chapter *Every mode of differentiation, side by side*
+#: (book/modes.md) measures the costs.
 SECOND_FORM = {"whole": "forward-over-reverse", "forward_mode": "forward-over-forward",
                "checkpoint": "reverse-over-forward"}
 
