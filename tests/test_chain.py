@@ -80,8 +80,9 @@ def test_largest_chain_allowed_runs():
     assert out["analytic_grad"] == 1.0 and out["grad"] == pytest.approx(1.0, rel=1e-11)
 
 
-def test_cli_chain_json(cli):
-    r = cli("chain", "--depth", "6", "--fanout", "3", "--keys", "interned", "--x0", "1.8", "--json")
+def test_cli_chain_json(cli_process):
+    # end to end, as a real process (the other command-line checks call cli.main in process)
+    r = cli_process("chain", "--depth", "6", "--fanout", "3", "--keys", "interned", "--x0", "1.8", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert JSON_KEYS <= set(out)

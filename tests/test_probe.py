@@ -254,8 +254,9 @@ def test_growth_failure_of_the_step_is_one_line_naming_it():
 # The command line, on built-in graphs and on the user's own code
 # ---------------------------------------------------------------------------------------
 
-def test_cli_probe_json(cli):
-    r = cli("probe", "--graph", "newton", "--keys", "interned", "--budget", "5", "--json")
+def test_cli_probe_json(cli_process):
+    # end to end, as a real process (the other command-line checks call cli.main in process)
+    r = cli_process("probe", "--graph", "newton", "--keys", "interned", "--budget", "5", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["graph"] == "newton" and out["verdict"] == "polynomial"
@@ -310,7 +311,7 @@ USER_FILES = {
 
 
 @pytest.mark.parametrize("args,status,needle", [
-    (["--graph", "broken:step", "--x0", "1"], 2, "does not import: ModuleNotFoundError"),
+    (["--graph", "broken:step", "--x0", "1"], 2, "does not import: ModuleNotFoundError: No module named 'no_such_module_here'"),
     (["--graph", "syntax:step", "--x0", "1"], 2, "does not import: SyntaxError"),
     (["--graph", "nowhere:step", "--x0", "1"], 2, "graph='nowhere:step' does not import"),
     (["--graph", "./nowhere.py:step", "--x0", "1"], 2, "graph='./nowhere.py:step' does not import"),
