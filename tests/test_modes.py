@@ -13,8 +13,8 @@ BETA = 0.3
 
 
 @pytest.fixture(scope="module")
-def staged_u20(schedule20):
-    return -staged.value_and_grad_jax(BETA, schedule20)[1]
+def staged_u20(staged20):
+    return -staged20[1]
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,7 @@ def second20(schedule20):
     return {m: modes.value_and_derivatives(BETA, schedule20, m, order=2) for m in modes.METHODS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", modes.METHODS)
 def test_u_of_every_method_equals_staged_at_20_steps(method, second20, staged_u20):
     r = second20[method]
@@ -30,6 +31,7 @@ def test_u_of_every_method_equals_staged_at_20_steps(method, second20, staged_u2
     assert abs(r["u"] - staged_u20) < 1e-11
 
 
+@pytest.mark.slow
 def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     cs = {m: r["c"] for m, r in second20.items()}
     ref = cs["staged"]
@@ -39,6 +41,7 @@ def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     assert abs(ref - trgad.onsager(BETA)["c"]) < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["checkpoint", "forward_mode"])
 def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20):
     # checkpoint: the norm saved by the checkpoint policy keeps the recomputed SVD's basis
@@ -48,7 +51,9 @@ def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20)
     assert abs(r["u"] - staged_u20) < 1e-11
 
 
-@pytest.mark.parametrize("method", modes.METHODS)
+# the quick tier keeps the staged method (the other methods: slow tier)
+@pytest.mark.parametrize("method", [m if m == "staged" else pytest.param(m, marks=pytest.mark.slow)
+                                    for m in modes.METHODS])
 def test_c_against_exact_enumeration_at_4_steps(method):
     ex = trgad.torus_exact(BETA, 4)
     r = modes.value_and_derivatives(BETA, trg.truncation_schedule(16, 4, BETA), method, order=2)
@@ -67,9 +72,8 @@ def test_staged_fd_is_still_available():
     assert abs(fd["c"] - c_ex) < 1e-6 and fd["c"] != exact["c"]
 
 
-def test_compile_seconds_only_on_the_first_call():
+def test_compile_seconds_only_on_the_first_call(fresh_programs):
     sched = (2, 4)
-    compiled.clear()
     first = modes.value_and_derivatives(BETA, sched, "forward_mode")
     again = modes.value_and_derivatives(BETA, sched, "forward_mode")
     assert first["compile_seconds"] > 0 and again["compile_seconds"] == 0.0
@@ -87,8 +91,12 @@ def test_scan_start(schedule, start):
     assert modes.scan_start(schedule) == start
 
 
-@pytest.mark.parametrize("checkpoint", [True, False])
-@pytest.mark.parametrize("ops", [trg.JAX, trg.JAX_REVERSE], ids=["jax", "jax-reverse"])
+@pytest.mark.parametrize("checkpoint,ops", [
+    pytest.param(True, trg.JAX, id="checkpoint-jax"),
+    pytest.param(False, trg.JAX, id="plain-jax", marks=pytest.mark.slow),
+    pytest.param(True, trg.JAX_REVERSE, id="checkpoint-jax-reverse", marks=pytest.mark.slow),
+    pytest.param(False, trg.JAX_REVERSE, id="plain-jax-reverse", marks=pytest.mark.slow),
+])
 def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops):
     sched = trg.truncation_schedule(16, 7, BETA)
     f = lambda b: trg.lnz_per_site(b, sched)                             # noqa: E731
