@@ -115,11 +115,13 @@ def test_reconstruction_gradient_is_exact_at_degenerate_kept_values():
             assert np.allclose(Pu @ np.asarray(g) @ Pv, Pu @ np.asarray(W) @ Pv, atol=1e-12)
 
 
+# each case costs several second-order traces: the quick tier runs the truncated case with
+# pairs on both sides of the cut, the slow tier all four
 @pytest.mark.parametrize("values, m, n, k", [
-    ([3.0, 2.0, 2.0, 1.0], 5, 4, 4),             # degenerate kept pair, nothing discarded
+    pytest.param([3.0, 2.0, 2.0, 1.0], 5, 4, 4, marks=pytest.mark.slow),  # degenerate kept pair, nothing discarded
     ([3.0, 2.0, 2.0, 1.0, 1.0, 0.5], 6, 8, 3),    # truncated between 2 and 1, pairs on both sides
-    ([2.0, 2.0, 2.0, 0.0, 0.0], 5, 5, 3),        # a kept triplet, a zero discarded pair
-    ([4.0, 3.0, 2.5, 1.0, 0.5], 5, 6, 3),        # no degeneracy
+    pytest.param([2.0, 2.0, 2.0, 0.0, 0.0], 5, 5, 3, marks=pytest.mark.slow),  # a kept triplet, a zero discarded pair
+    pytest.param([4.0, 3.0, 2.5, 1.0, 0.5], 5, 6, 3, marks=pytest.mark.slow),  # no degeneracy
 ])
 def test_split_is_exact_to_second_order_at_degeneracy(values, m, n, k):
     rng = np.random.default_rng(len(values) + k)
@@ -357,6 +359,7 @@ def test_frozen_solves_invert_their_operators(xp):
 
 # ---- the TRG under every transform ---------------------------------------------------------
 
+@pytest.mark.slow      # second order by five transforms at 4 and 6 steps
 def test_every_transform_of_lnz_agrees_and_matches_exact_enumeration():
     beta = 0.3
     for steps in (4, 6):
