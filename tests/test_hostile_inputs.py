@@ -200,8 +200,9 @@ def every_path(beta, schedule):
     return out
 
 
+# second order by every method and engine: the quick tier at 1 step, the slow tier at 3
 @pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250, -0.3, -0.44, -1.0, -200.0])
-@pytest.mark.parametrize("steps", [1, 3])
+@pytest.mark.parametrize("steps", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(beta, steps):
     # the smallest normal float64 (JAX flushes anything smaller), a beta where the second
     # derivative through sqrt(2 sinh beta) used to overflow, and the antiferromagnet,
