@@ -69,6 +69,7 @@ def test_staged_memory_counts_each_program_once(fresh_programs):
     assert n == 2 * 3 + 4                                 # 3 shapes x (step, pullback) + init, trace
 
 
+@pytest.mark.slow
 def test_growth_rows_and_cap():
     g = bench.growth([2, 3], chi=4, names=("primal", "staged"))
     assert [r["steps"] for r in g["staged"]["rows"]] == [2, 3] and g["staged"]["stopped_at"] is None

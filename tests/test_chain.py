@@ -74,6 +74,7 @@ def test_overflowing_derivative_is_null_with_a_note():
     assert "note" not in chain.run(3, 2, keys="interned", x0=2.5)
 
 
+@pytest.mark.slow      # the largest chain the caps allow; the smaller chains stay quick
 def test_largest_chain_allowed_runs():
     # depth * fanout = CHAIN_MAX_OPS: y = x**K / K, dy/dx = 1 at x = 1 (rounding of 10**5 products)
     out = chain.run(1, CHAIN_MAX_OPS, keys="interned", x0=1.0)

@@ -200,8 +200,13 @@ def every_path(beta, schedule):
     return out
 
 
-# second order by every method and engine: the quick tier at 1 step, the slow tier at 3
-@pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250, -0.3, -0.44, -1.0, -200.0])
+# second order by every method and engine: the quick tier at 1 step and the ends of the
+# range, the slow tier at 3 steps and at the negative betas too (quick twin of those:
+# test_negative_beta_is_the_mirror_image_everywhere)
+NEGATIVE = [pytest.param(b, marks=pytest.mark.slow) for b in (-0.3, -0.44, -1.0, -200.0)]
+
+
+@pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250] + NEGATIVE)
 @pytest.mark.parametrize("steps", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(beta, steps):
     # the smallest normal float64 (JAX flushes anything smaller), a beta where the second
