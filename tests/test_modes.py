@@ -91,14 +91,18 @@ def test_scan_start(schedule, start):
     assert modes.scan_start(schedule) == start
 
 
+# the quick tier: the checkpointed scan at chi = 4 (repeated (4, 4) steps); the slow tier
+# every variant at chi = 4 and chi = 16 (repeated (16, 16) steps)
+@pytest.mark.parametrize("chi", [4, pytest.param(16, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("checkpoint,ops", [
     pytest.param(True, trg.JAX, id="checkpoint-jax"),
     pytest.param(False, trg.JAX, id="plain-jax", marks=pytest.mark.slow),
     pytest.param(True, trg.JAX_REVERSE, id="checkpoint-jax-reverse", marks=pytest.mark.slow),
     pytest.param(False, trg.JAX_REVERSE, id="plain-jax-reverse", marks=pytest.mark.slow),
 ])
-def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops):
-    sched = trg.truncation_schedule(16, 7, BETA)
+def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops, chi):
+    sched = trg.truncation_schedule(chi, 7, BETA)
+    assert modes.scan_start(sched) < len(sched) - 1          # at least two steps scanned
     f = lambda b: trg.lnz_per_site(b, sched)                             # noqa: E731
     g = lambda b: modes.lnz_scanned(b, sched, ops, checkpoint=checkpoint)  # noqa: E731
     assert abs(float(g(BETA)) - float(f(BETA))) < 1e-14
@@ -116,6 +120,7 @@ def test_jet_has_no_svd_rule():
     assert works is False and why.startswith("KeyError") and "svd" in why
 
 
+@pytest.mark.slow      # quick twin: test_cli.test_trg_beta_at_the_ends_of_the_range[8.98e307]
 def test_extreme_beta_gives_c_zero_not_nan():
     r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward_mode", order=2)
     assert r["c"] == 0.0 and r["u"] == -2.0

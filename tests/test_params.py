@@ -24,7 +24,8 @@ def test_isotropic_couplings_give_the_ising_tensor():
     assert np.allclose(A, B.transpose(1, 2, 3, 0), rtol=0, atol=1e-15)
 
 
-@pytest.mark.parametrize("which,n", [("tensor", 16), ("couplings", 2)])
+# 16 tensor entries cost 16 forward passes and 32 differences: slow tier; 2 couplings: quick
+@pytest.mark.parametrize("which,n", [pytest.param("tensor", 16, marks=pytest.mark.slow), ("couplings", 2)])
 def test_reverse_forward_fd_and_beta_oracle_agree(schedule, which, n):
     r = params.compare(BETA, schedule, which)
     assert r["n_params"] == n and r["reverse"]["passes"] == 1 and r["forward_mode"]["passes"] == n
