@@ -107,6 +107,7 @@ def test_mul_chain_structural_is_exponential_base_2():
         assert x == pytest.approx(analytic_grad(d, 2, 1.1), rel=1e-12)
 
 
+@pytest.mark.slow      # quick twin: test_cli_probe_users_own_step finds the same base sqrt(2)
 def test_slow_exponential_base_sqrt2_is_found():
     # the example: 4.2e6 key visits at depth 40 were called "polynomial"
     g = probe.growth(swap_square, (0.9, 0.8), depths=range(2, 41, 2), keys="structural", budget=300)
@@ -264,6 +265,7 @@ def test_cli_probe_json(cli_process):
         assert key in out
 
 
+@pytest.mark.slow
 def test_cli_probe_trg_jax_is_polynomial_on_enough_depths(cli):
     r = cli("probe", "--graph", "trg", "--engine", "jax", "--json")
     assert r.returncode == 0, r.stderr
