@@ -166,7 +166,8 @@ def test_named_norm_ops_tag_the_norm_and_keep_the_values():
     assert names == [modes.NORM_NAME]
 
 
-def test_clear_forgets_every_compiled_program():
+def test_clear_forgets_every_compiled_program(fresh_programs):
+    # from empty caches (fresh_programs), so what is put back is what this test compiled
     modes.value_and_derivatives(BETA, (2, 4), "whole")
     staged.value_and_grad_jax(BETA, (2, 4))
     assert compiled.sizes()["modes"] > 0 and compiled.sizes()["staged"] > 0
