@@ -225,9 +225,10 @@ def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(be
             assert abs(c - c_ref) <= tol * max(1.0, abs(c_ref)), name
 
 
-def test_negative_beta_is_the_mirror_image_everywhere():
-    # lnZ/N and c even, u odd, on the TRG (20 steps) and on Onsager's infinite lattice
-    schedule = trg.truncation_schedule(16, 20, 0.4)
+@pytest.mark.parametrize("steps", [4, pytest.param(20, marks=pytest.mark.slow)])
+def test_negative_beta_is_the_mirror_image_everywhere(steps):
+    # lnZ/N and c even, u odd, on the TRG (4 or 20 steps) and on Onsager's infinite lattice
+    schedule = trg.truncation_schedule(16, steps, 0.4)
     plus, minus = (modes.value_and_derivatives(b, schedule, "staged", order=2) for b in (0.4, -0.4))
     assert minus["lnz_per_site"] == plus["lnz_per_site"]
     assert minus["u"] == -plus["u"] and minus["c"] == plus["c"]
@@ -271,6 +272,7 @@ def test_the_fd_points_stay_normal_floats(monkeypatch):
         assert len(seen) == 2 and all(BETA_MIN <= b <= validate.BETA_MAX for b in seen) and seen[0] > seen[1]
 
 
+@pytest.mark.slow
 def test_cli_trg_at_the_smallest_beta_and_below(capsys):
     b = repr(BETA_MIN)
     for method in ("whole", "forward"):
