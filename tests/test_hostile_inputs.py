@@ -547,6 +547,7 @@ def test_cli_step_that_calls_sys_exit_is_status_2(capsys, child_steps, graph, ne
     one_error_line(capsys, 2, trgad_cli.main(["probe", "--graph", graph, "--x0", "1"]), needle)
 
 
+@pytest.mark.slow      # spends its 20 s budget; quick twin: test_the_result_channel_cannot_be_imitated_by_prints
 def test_cli_result_is_the_childs_not_the_users_prints(capsys, child_steps):
     assert trgad_cli.main(["probe", "--graph", "hostile_steps:liar", "--x0", "0.9", "--budget", "20",
                            "--json"]) == 0

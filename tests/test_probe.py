@@ -141,7 +141,8 @@ def test_argument_used_three_times_is_exponential_base_3():
     assert g.base == pytest.approx(3.0, abs=0.1)
 
 
-@pytest.mark.parametrize("name", ["chain", "power", "newton", "evolve"])
+# the quick tier probes the mul chain; the other built-in graphs (seconds each): slow tier
+@pytest.mark.parametrize("name", ["chain"] + [pytest.param(n, marks=pytest.mark.slow) for n in ("power", "newton", "evolve")])
 def test_builtin_graphs_structural_exponential_interned_polynomial(name):
     # the book's table (book/detect.md): every loop that reuses a value is exponential with
     # structural keys, every one is polynomial with interned keys
