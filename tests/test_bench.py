@@ -44,6 +44,7 @@ def test_ratios(small):
         assert t["met"] == (t["value"] <= t["bound"])
 
 
+@pytest.mark.slow
 def test_second_order_rows_and_their_ratios():
     out = bench.run(chi=4, steps=3, beta=0.3, repeats=1, engine=False, names=("primal",),
                     second_order=True)
@@ -59,8 +60,7 @@ def test_second_order_rows_and_their_ratios():
             "second_order_slowest_first_over_primal_first"} <= set(out["targets"])
 
 
-def test_staged_memory_counts_each_program_once():
-    compiled.clear()
+def test_staged_memory_counts_each_program_once(fresh_programs):
     sched = trg.truncation_schedule(4, 8, 0.3)
     staged.value_and_grad_jax(0.3, sched)
     total_8, largest, n = bench.staged_memory()
@@ -69,6 +69,7 @@ def test_staged_memory_counts_each_program_once():
     assert n == 2 * 3 + 4                                 # 3 shapes x (step, pullback) + init, trace
 
 
+@pytest.mark.slow
 def test_growth_rows_and_cap():
     g = bench.growth([2, 3], chi=4, names=("primal", "staged"))
     assert [r["steps"] for r in g["staged"]["rows"]] == [2, 3] and g["staged"]["stopped_at"] is None
@@ -81,7 +82,8 @@ def test_growth_rows_and_cap():
         bench.growth([2], names=("backward",))
 
 
-def test_second_order_costs_compiles_each_program_once(monkeypatch):
+@pytest.mark.slow
+def test_second_order_costs_compiles_each_program_once(monkeypatch, fresh_programs):
     import jax
 
     sched = [2, 4]                                       # 2 steps: the exact 4-site torus
@@ -102,6 +104,7 @@ def test_second_order_costs_compiles_each_program_once(monkeypatch):
     assert len(compiles) == alone                        # first calls only: no recompilation
 
 
+@pytest.mark.slow
 def test_cli_bench_json_has_five_method_rows(cli):
     r = cli("bench", "--chi", "4", "--steps", "5", "--repeats", "1", "--json")
     assert r.returncode == 0, r.stderr
@@ -115,6 +118,7 @@ def test_summary_names_every_row(small):
     assert all(name in text for name in bench.ROWS) and "target" in text
 
 
+@pytest.mark.slow
 def test_subset_of_methods_runs_only_those():
     out = bench.run(chi=4, steps=4, beta=0.3, repeats=1, engine=False,
                     names=("primal", "whole", "staged"))

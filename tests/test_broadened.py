@@ -34,7 +34,8 @@ def bond_loss(X, Y):
 SEPARATED = [3.0, 2.1, 1.4, 0.8, 0.5]        # gaps >> sqrt(1e-12): broadening error ~1e-12
 
 
-@pytest.mark.parametrize("shape", [(5, 5), (7, 5), (5, 7)])
+@pytest.mark.parametrize("shape", [(5, 5), pytest.param((7, 5), marks=pytest.mark.slow),
+                                   pytest.param((5, 7), marks=pytest.mark.slow)])
 def test_separated_gradient_matches_finite_differences_and_exact_rule(shape):
     """Square (the TRG's case) and both non-square cases (tensorgrad's projector terms)."""
     m, n = shape
@@ -87,13 +88,15 @@ def test_forward_mode_is_refused():
         jax.jvp(lambda M: broadened.svd(M)[1], (A,), (A,))
 
 
-def test_trg_through_the_rule_on_the_8_site_torus():
-    """Three untruncated steps ([2, 4, 4]: every matrix rank-deficient, its zero singular
-    values paired by the rule) are the 8-site torus: lnZ/N, u and c by enumeration."""
+@pytest.mark.parametrize("steps", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_trg_through_the_rule_on_the_small_tori(steps):
+    """Two or three untruncated steps ([2, 4] or [2, 4, 4]; the zero singular values of a
+    rank-deficient matrix paired by the rule) are the 4- or 8-site torus: lnZ/N, u and c by
+    enumeration (three steps: slow tier)."""
     beta = 0.3
-    ks = trg.truncation_schedule(16, 3, beta)
+    ks = trg.truncation_schedule(16, steps, beta)
     got = broadened.value_and_derivatives(beta, ks)
-    ref = exact.torus_exact(beta, 3)
+    ref = exact.torus_exact(beta, steps)
     assert abs(got["lnz_per_site"] - ref["lnz_per_site"]) < 1e-13
     assert abs(got["u"] + ref["dlnz"]) < 1e-10
     assert abs(got["c"] - beta ** 2 * ref["d2lnz"]) < 1e-8

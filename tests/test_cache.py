@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trgad import cache
 
 CHILD = """
@@ -49,6 +51,7 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     assert set(os.listdir(second["dir"])) == files, "nothing new compiled"
 
 
+@pytest.mark.slow      # a second interpreter; test_a_second_process_loads_what_the_first_compiled stays quick
 def test_empty_setting_turns_it_off(tmp_path):
     env = dict(os.environ, TRGAD_CACHE_DIR="", XDG_CACHE_HOME=str(tmp_path))
     out = _child(env)

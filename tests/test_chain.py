@@ -74,14 +74,16 @@ def test_overflowing_derivative_is_null_with_a_note():
     assert "note" not in chain.run(3, 2, keys="interned", x0=2.5)
 
 
+@pytest.mark.slow      # the largest chain the caps allow; the smaller chains stay quick
 def test_largest_chain_allowed_runs():
     # depth * fanout = CHAIN_MAX_OPS: y = x**K / K, dy/dx = 1 at x = 1 (rounding of 10**5 products)
     out = chain.run(1, CHAIN_MAX_OPS, keys="interned", x0=1.0)
     assert out["analytic_grad"] == 1.0 and out["grad"] == pytest.approx(1.0, rel=1e-11)
 
 
-def test_cli_chain_json(cli):
-    r = cli("chain", "--depth", "6", "--fanout", "3", "--keys", "interned", "--x0", "1.8", "--json")
+def test_cli_chain_json(cli_process):
+    # end to end, as a real process (the other command-line checks call cli.main in process)
+    r = cli_process("chain", "--depth", "6", "--fanout", "3", "--keys", "interned", "--x0", "1.8", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert JSON_KEYS <= set(out)

@@ -1,4 +1,9 @@
-"""The command line: JSON output, extreme beta, one-line errors for bad input, exit statuses."""
+"""The command line: JSON output, extreme beta, one-line errors for bad input, exit statuses.
+
+``cli`` runs ``trgad.cli.main`` in this process (tests/conftest.py); ``cli_process`` runs
+``python -m trgad`` as a real process, kept for one end-to-end run of ``trg`` and one of a
+bad command line (the other commands' end-to-end runs are in test_chain, test_probe and
+test_bench)."""
 import json
 import math
 
@@ -15,8 +20,8 @@ def strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def test_trg_json_keys_and_values(cli):
-    r = cli("trg", "--beta", "0.3", "--chi", "16", "--steps", "4", "--json")
+def test_trg_json_keys_and_values(cli_process):
+    r = cli_process("trg", "--beta", "0.3", "--chi", "16", "--steps", "4", "--json")
     assert r.returncode == 0, r.stderr
     out = strict_json(r.stdout)
     for key in ("beta", "chi", "steps", "schedule", "lnz_per_site", "u", "method", "engine", "seconds"):
@@ -26,7 +31,9 @@ def test_trg_json_keys_and_values(cli):
     assert out["u"] == pytest.approx(-recorded.TENFERRO_WHOLE[4][4], rel=1e-12)
 
 
-@pytest.mark.parametrize("method", ["whole", "staged", "forward_mode", "checkpoint", "forward"])
+# second order by every method: the quick tier keeps staged
+@pytest.mark.parametrize("method", [pytest.param("whole", marks=pytest.mark.slow), "staged", pytest.param("forward_mode", marks=pytest.mark.slow),
+                                    pytest.param("checkpoint", marks=pytest.mark.slow), pytest.param("forward", marks=pytest.mark.slow)])
 def test_trg_every_method_json_with_exact_specific_heat(cli, method):
     from trgad import exact
 
@@ -45,6 +52,7 @@ def test_trg_human_summary(cli):
     assert r.returncode == 0 and "lnZ/N=" in r.stdout and "u=" in r.stdout
 
 
+@pytest.mark.slow      # quick twin: test_beta.test_large_beta_two_ground_states[200.0]
 def test_trg_beta_200_was_a_linalg_traceback(cli):
     # the 64-site torus at beta = 200: its two ground states, lnZ/N = 2 beta + ln(2)/64, u = -2
     r = cli("trg", "--beta", "200", "--steps", "6", "--json")
@@ -54,7 +62,7 @@ def test_trg_beta_200_was_a_linalg_traceback(cli):
     assert out["u"] == -2.0
 
 
-@pytest.mark.parametrize("beta", ["1e-300", "8.98e307"])
+@pytest.mark.parametrize("beta", [pytest.param("1e-300", marks=pytest.mark.slow), "8.98e307"])
 def test_trg_beta_at_the_ends_of_the_range(cli, beta):
     b = float(beta)
     r = cli("trg", "--beta", beta, "--steps", "5", "--method", "staged", "--specific-heat", "--json")
@@ -127,7 +135,8 @@ def test_bench_bad_input_is_one_line(cli, args, needle):
     cli.assert_error(cli("bench", *args), 2, needle)
 
 
-def test_no_command_and_unknown_command(cli):
+def test_no_command_and_unknown_command(cli, cli_process):
+    cli.assert_error(cli_process(), 2, "command")          # a real process's exit status
     cli.assert_error(cli(), 2, "command")
     cli.assert_error(cli("fly"), 2, "fly")
 

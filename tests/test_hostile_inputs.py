@@ -159,20 +159,20 @@ def test_a_child_that_exits_or_interrupts_itself_is_a_one_line_failure(child_ste
     assert not res.returned and res.input_error is None and res.error == error
 
 
-def test_cli_probe_timeout_with_a_grandchild_holding_the_pipes(cli, child_steps):
+def test_cli_probe_timeout_with_a_grandchild_holding_the_pipes(cli_process, child_steps):
     # the case with `sleep infinity`: the command used never to return
     pidfile = child_steps / "pid-cli"
     env_before = os.environ.get("TRGAD_TEST_PIDFILE")
     os.environ["TRGAD_TEST_PIDFILE"] = str(pidfile)
     try:
-        r = cli("probe", "--graph", "hostile_steps:grandchild", "--x0", "1", "--timeout", "3",
-                "--budget", "1", timeout=120, cwd=child_steps)
+        r = cli_process("probe", "--graph", "hostile_steps:grandchild", "--x0", "1", "--timeout", "3",
+                        "--budget", "1", timeout=120, cwd=child_steps)
     finally:
         if env_before is None:
             del os.environ["TRGAD_TEST_PIDFILE"]
         else:
             os.environ["TRGAD_TEST_PIDFILE"] = env_before
-    cli.assert_error(r, 3, "did not return within 3 s")
+    cli_process.assert_error(r, 3, "did not return within 3 s")
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 2
     while alive(pid) and time.monotonic() < deadline:
@@ -200,8 +200,14 @@ def every_path(beta, schedule):
     return out
 
 
-@pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250, -0.3, -0.44, -1.0, -200.0])
-@pytest.mark.parametrize("steps", [1, 3])
+# second order by every method and engine: the quick tier at 1 step and the ends of the
+# range, the slow tier at 3 steps and at the negative betas too (quick twin of those:
+# test_negative_beta_is_the_mirror_image_everywhere)
+NEGATIVE = [pytest.param(b, marks=pytest.mark.slow) for b in (-0.3, -0.44, -1.0, -200.0)]
+
+
+@pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250] + NEGATIVE)
+@pytest.mark.parametrize("steps", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(beta, steps):
     # the smallest normal float64 (JAX flushes anything smaller), a beta where the second
     # derivative through sqrt(2 sinh beta) used to overflow, and the antiferromagnet,
@@ -219,9 +225,10 @@ def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(be
             assert abs(c - c_ref) <= tol * max(1.0, abs(c_ref)), name
 
 
-def test_negative_beta_is_the_mirror_image_everywhere():
-    # lnZ/N and c even, u odd, on the TRG (20 steps) and on Onsager's infinite lattice
-    schedule = trg.truncation_schedule(16, 20, 0.4)
+@pytest.mark.parametrize("steps", [4, pytest.param(20, marks=pytest.mark.slow)])
+def test_negative_beta_is_the_mirror_image_everywhere(steps):
+    # lnZ/N and c even, u odd, on the TRG (4 or 20 steps) and on Onsager's infinite lattice
+    schedule = trg.truncation_schedule(16, steps, 0.4)
     plus, minus = (modes.value_and_derivatives(b, schedule, "staged", order=2) for b in (0.4, -0.4))
     assert minus["lnz_per_site"] == plus["lnz_per_site"]
     assert minus["u"] == -plus["u"] and minus["c"] == plus["c"]
@@ -265,6 +272,7 @@ def test_the_fd_points_stay_normal_floats(monkeypatch):
         assert len(seen) == 2 and all(BETA_MIN <= b <= validate.BETA_MAX for b in seen) and seen[0] > seen[1]
 
 
+@pytest.mark.slow
 def test_cli_trg_at_the_smallest_beta_and_below(capsys):
     b = repr(BETA_MIN)
     for method in ("whole", "forward"):
@@ -539,6 +547,7 @@ def test_cli_step_that_calls_sys_exit_is_status_2(capsys, child_steps, graph, ne
     one_error_line(capsys, 2, trgad_cli.main(["probe", "--graph", graph, "--x0", "1"]), needle)
 
 
+@pytest.mark.slow      # spends its 20 s budget; quick twin: test_the_result_channel_cannot_be_imitated_by_prints
 def test_cli_result_is_the_childs_not_the_users_prints(capsys, child_steps):
     assert trgad_cli.main(["probe", "--graph", "hostile_steps:liar", "--x0", "0.9", "--budget", "20",
                            "--json"]) == 0

@@ -195,7 +195,10 @@ def test_eager_tangents_have_no_steps():
 
 # --- any depth ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("strategy", keys.STRATEGIES)
+# the quick tier walks the deep chains with interned keys; the other strategies: slow tier
+INTERNED_QUICK = [s if s == "interned" else pytest.param(s, marks=pytest.mark.slow) for s in keys.STRATEGIES]
+
+@pytest.mark.parametrize("strategy", INTERNED_QUICK)
 def test_gradient_at_depth_3000_with_fanout_1(strategy):
     x = keyed.leaf(1.1, strategy)
     d = keyed.grad(chain.build(x, 3000, 1), x)
@@ -207,7 +210,7 @@ def test_gradient_at_depth_20000_with_fanout_1_interned():
     assert r["grad"] == r["analytic_grad"] == 1.0
 
 
-@pytest.mark.parametrize("strategy", keys.STRATEGIES)
+@pytest.mark.parametrize("strategy", INTERNED_QUICK)
 def test_walks_at_depth_20000(strategy):
     # The structural transform itself is quadratic here (each of 40 000 lookups walks its
     # key): minutes, not a RecursionError.  Each walk it is made of is checked at full depth.

@@ -13,8 +13,8 @@ BETA = 0.3
 
 
 @pytest.fixture(scope="module")
-def staged_u20(schedule20):
-    return -staged.value_and_grad_jax(BETA, schedule20)[1]
+def staged_u20(staged20):
+    return -staged20[1]
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,7 @@ def second20(schedule20):
     return {m: modes.value_and_derivatives(BETA, schedule20, m, order=2) for m in modes.METHODS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", modes.METHODS)
 def test_u_of_every_method_equals_staged_at_20_steps(method, second20, staged_u20):
     r = second20[method]
@@ -30,6 +31,7 @@ def test_u_of_every_method_equals_staged_at_20_steps(method, second20, staged_u2
     assert abs(r["u"] - staged_u20) < 1e-11
 
 
+@pytest.mark.slow
 def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     cs = {m: r["c"] for m, r in second20.items()}
     ref = cs["staged"]
@@ -39,6 +41,7 @@ def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     assert abs(ref - trgad.onsager(BETA)["c"]) < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["checkpoint", "forward_mode"])
 def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20):
     # checkpoint: the norm saved by the checkpoint policy keeps the recomputed SVD's basis
@@ -48,7 +51,9 @@ def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20)
     assert abs(r["u"] - staged_u20) < 1e-11
 
 
-@pytest.mark.parametrize("method", modes.METHODS)
+# the quick tier keeps the staged method (the other methods: slow tier)
+@pytest.mark.parametrize("method", [m if m == "staged" else pytest.param(m, marks=pytest.mark.slow)
+                                    for m in modes.METHODS])
 def test_c_against_exact_enumeration_at_4_steps(method):
     ex = trgad.torus_exact(BETA, 4)
     r = modes.value_and_derivatives(BETA, trg.truncation_schedule(16, 4, BETA), method, order=2)
@@ -67,9 +72,8 @@ def test_staged_fd_is_still_available():
     assert abs(fd["c"] - c_ex) < 1e-6 and fd["c"] != exact["c"]
 
 
-def test_compile_seconds_only_on_the_first_call():
+def test_compile_seconds_only_on_the_first_call(fresh_programs):
     sched = (2, 4)
-    compiled.clear()
     first = modes.value_and_derivatives(BETA, sched, "forward_mode")
     again = modes.value_and_derivatives(BETA, sched, "forward_mode")
     assert first["compile_seconds"] > 0 and again["compile_seconds"] == 0.0
@@ -87,10 +91,18 @@ def test_scan_start(schedule, start):
     assert modes.scan_start(schedule) == start
 
 
-@pytest.mark.parametrize("checkpoint", [True, False])
-@pytest.mark.parametrize("ops", [trg.JAX, trg.JAX_REVERSE], ids=["jax", "jax-reverse"])
-def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops):
-    sched = trg.truncation_schedule(16, 7, BETA)
+# the quick tier: the checkpointed scan at chi = 4 (repeated (4, 4) steps); the slow tier
+# every variant at chi = 4 and chi = 16 (repeated (16, 16) steps)
+@pytest.mark.parametrize("chi", [4, pytest.param(16, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("checkpoint,ops", [
+    pytest.param(True, trg.JAX, id="checkpoint-jax"),
+    pytest.param(False, trg.JAX, id="plain-jax", marks=pytest.mark.slow),
+    pytest.param(True, trg.JAX_REVERSE, id="checkpoint-jax-reverse", marks=pytest.mark.slow),
+    pytest.param(False, trg.JAX_REVERSE, id="plain-jax-reverse", marks=pytest.mark.slow),
+])
+def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops, chi):
+    sched = trg.truncation_schedule(chi, 7, BETA)
+    assert modes.scan_start(sched) < len(sched) - 1          # at least two steps scanned
     f = lambda b: trg.lnz_per_site(b, sched)                             # noqa: E731
     g = lambda b: modes.lnz_scanned(b, sched, ops, checkpoint=checkpoint)  # noqa: E731
     assert abs(float(g(BETA)) - float(f(BETA))) < 1e-14
@@ -108,6 +120,7 @@ def test_jet_has_no_svd_rule():
     assert works is False and why.startswith("KeyError") and "svd" in why
 
 
+@pytest.mark.slow      # quick twin: test_cli.test_trg_beta_at_the_ends_of_the_range[8.98e307]
 def test_extreme_beta_gives_c_zero_not_nan():
     r = modes.value_and_derivatives(8.98e307, [2, 4, 4], "forward_mode", order=2)
     assert r["c"] == 0.0 and r["u"] == -2.0
@@ -153,7 +166,8 @@ def test_named_norm_ops_tag_the_norm_and_keep_the_values():
     assert names == [modes.NORM_NAME]
 
 
-def test_clear_forgets_every_compiled_program():
+def test_clear_forgets_every_compiled_program(fresh_programs):
+    # from empty caches (fresh_programs), so what is put back is what this test compiled
     modes.value_and_derivatives(BETA, (2, 4), "whole")
     staged.value_and_grad_jax(BETA, (2, 4))
     assert compiled.sizes()["modes"] > 0 and compiled.sizes()["staged"] > 0

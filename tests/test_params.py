@@ -24,8 +24,12 @@ def test_isotropic_couplings_give_the_ising_tensor():
     assert np.allclose(A, B.transpose(1, 2, 3, 0), rtol=0, atol=1e-15)
 
 
-@pytest.mark.parametrize("which,n", [("tensor", 16), ("couplings", 2)])
-def test_reverse_forward_fd_and_beta_oracle_agree(schedule, which, n):
+# the quick tier: 2 couplings at chi = 4; the slow tier: the 16 tensor entries (16 forward
+# passes, 32 differences) and both at chi = 16
+@pytest.mark.parametrize("chi", [4, pytest.param(16, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("which,n", [pytest.param("tensor", 16, marks=pytest.mark.slow), ("couplings", 2)])
+def test_reverse_forward_fd_and_beta_oracle_agree(which, n, chi):
+    schedule = trg.truncation_schedule(chi, 6, BETA)
     r = params.compare(BETA, schedule, which)
     assert r["n_params"] == n and r["reverse"]["passes"] == 1 and r["forward_mode"]["passes"] == n
     assert r["forward_mode_over_reverse"] == r["forward_mode"]["steady_seconds"] / r["reverse"]["steady_seconds"]

@@ -108,6 +108,7 @@ def test_mul_chain_structural_is_exponential_base_2():
         assert x == pytest.approx(analytic_grad(d, 2, 1.1), rel=1e-12)
 
 
+@pytest.mark.slow      # quick twin: test_cli_probe_users_own_step finds the same base sqrt(2)
 def test_slow_exponential_base_sqrt2_is_found():
     # the example: 4.2e6 key visits at depth 40 were called "polynomial"
     g = probe.growth(swap_square, (0.9, 0.8), depths=range(2, 41, 2), keys="structural", budget=300)
@@ -153,7 +154,8 @@ def test_argument_used_three_times_is_exponential_base_3():
     assert g.base == pytest.approx(3.0, abs=0.1)
 
 
-@pytest.mark.parametrize("name", ["chain", "power", "newton", "evolve"])
+# the quick tier probes the mul chain; the other built-in graphs (seconds each): slow tier
+@pytest.mark.parametrize("name", ["chain"] + [pytest.param(n, marks=pytest.mark.slow) for n in ("power", "newton", "evolve")])
 def test_builtin_graphs_structural_exponential_interned_polynomial(name):
     # the book's table (book/detect.md): every loop that reuses a value is exponential with
     # structural keys, every one is polynomial with interned keys
@@ -267,8 +269,9 @@ def test_growth_failure_of_the_step_is_one_line_naming_it():
 # The command line, on built-in graphs and on the user's own code
 # ---------------------------------------------------------------------------------------
 
-def test_cli_probe_json(cli):
-    r = cli("probe", "--graph", "newton", "--keys", "interned", "--budget", "5", "--json")
+def test_cli_probe_json(cli_process):
+    # end to end, as a real process (the other command-line checks call cli.main in process)
+    r = cli_process("probe", "--graph", "newton", "--keys", "interned", "--budget", "5", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["graph"] == "newton" and out["verdict"] == "polynomial"
@@ -276,6 +279,7 @@ def test_cli_probe_json(cli):
         assert key in out
 
 
+@pytest.mark.slow
 def test_cli_probe_trg_jax_is_polynomial_on_enough_depths(cli):
     r = cli("probe", "--graph", "trg", "--engine", "jax", "--json")
     assert r.returncode == 0, r.stderr
@@ -323,7 +327,7 @@ USER_FILES = {
 
 
 @pytest.mark.parametrize("args,status,needle", [
-    (["--graph", "broken:step", "--x0", "1"], 2, "does not import: ModuleNotFoundError"),
+    (["--graph", "broken:step", "--x0", "1"], 2, "does not import: ModuleNotFoundError: No module named 'no_such_module_here'"),
     (["--graph", "syntax:step", "--x0", "1"], 2, "does not import: SyntaxError"),
     (["--graph", "nowhere:step", "--x0", "1"], 2, "graph='nowhere:step' does not import"),
     (["--graph", "./nowhere.py:step", "--x0", "1"], 2, "graph='./nowhere.py:step' does not import"),

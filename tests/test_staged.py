@@ -7,22 +7,14 @@ import math
 import pytest
 
 import trgad
-from trgad import compiled, keyed_trg, modes, recorded, staged, trg, whole
+from trgad import keyed_trg, modes, recorded, staged, trg, whole
 
 BETA = 0.3
 
 
-@pytest.fixture(scope="module")
-def staged20(schedule20):
-    compiled.clear()          # other test files compile other shapes (e.g. at extreme beta)
-    return staged.value_and_grad_jax(BETA, schedule20)
+# staged20 and whole20: session fixtures (tests/conftest.py), beta = 0.3, chi = 16, 20 steps
 
-
-@pytest.fixture(scope="module")
-def whole20(schedule20):
-    return whole.value_and_grad(BETA, schedule20)
-
-
+@pytest.mark.slow
 def test_staged_u_equals_whole_graph_u_at_20_steps(staged20, whole20):
     lnz, dlnz = staged20
     lnz_w, dlnz_w = whole20
@@ -33,9 +25,13 @@ def test_staged_u_equals_whole_graph_u_at_20_steps(staged20, whole20):
     assert -dlnz == pytest.approx(recorded.TENFERRO_STAGED["u"], abs=1e-13)
 
 
-def test_few_programs_for_many_steps(staged20):
-    # chi = 16: (D, k) in {(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)}
+def test_few_programs_for_many_steps(schedule20, fresh_programs):
+    # chi = 16: (D, k) in {(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)}, all met by step 4
+    six = staged.value_and_grad_jax(BETA, schedule20[:6])
     assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
+    twenty = staged.value_and_grad_jax(BETA, schedule20)
+    assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
+    assert six != twenty and -twenty[1] == pytest.approx(trgad.onsager(BETA)["u"], abs=1e-5)
 
 
 def test_full_size_steps_follow_the_input_bond_dimension(schedule20):
@@ -72,12 +68,14 @@ def test_staged_jax_equals_staged_engine():
     assert len(visits) == 8 and len(set(visits[:4])) == 1
 
 
+@pytest.mark.slow
 def test_specific_heat_close_to_onsager(schedule20):
     c = staged.specific_heat(BETA, schedule20)
     assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
     assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source report's c
 
 
+@pytest.mark.slow
 def test_no_nan_deep_and_near_critical_point():
     lnz, dlnz = staged.value_and_grad_jax(BETA, trg.truncation_schedule(16, 32, BETA))
     assert math.isfinite(lnz) and math.isfinite(dlnz)
@@ -137,8 +135,7 @@ def test_staged_second_derivative_matches_exact_torus(steps):
     assert d2 == pytest.approx(ex["d2lnz"], rel=1e-12)
 
 
-def test_second_order_programs_per_shape():
-    compiled.clear()
+def test_second_order_programs_per_shape(fresh_programs):
     staged.value_grad_hess_jax(BETA, [2, 4, 4, 16, 16, 16])
     assert staged.compiled_second_order_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
     assert staged.compiled_shapes() == []
@@ -183,9 +180,8 @@ def test_cli_bad_method_is_one_line_exit_2(cli, args, needle):
     cli.assert_error(cli("trg", "--steps", "2", *args), 2, needle)
 
 
-def test_step_programs_are_public_and_shared():
+def test_step_programs_are_public_and_shared(fresh_programs):
     # what the staged chapter times: one step's programs and the forward pass's residuals
-    compiled.clear()
     sched = [2, 4, 4, 4]
     stages = staged.step_residuals(BETA, sched)
     assert [tuple(T.shape) for T, _ in stages] == [(2,) * 4, (2,) * 4, (4,) * 4, (4,) * 4]

@@ -115,11 +115,13 @@ def test_reconstruction_gradient_is_exact_at_degenerate_kept_values():
             assert np.allclose(Pu @ np.asarray(g) @ Pv, Pu @ np.asarray(W) @ Pv, atol=1e-12)
 
 
+# each case costs several second-order traces: the quick tier runs the smallest (a
+# degenerate kept pair, 5 x 4), the slow tier all four
 @pytest.mark.parametrize("values, m, n, k", [
     ([3.0, 2.0, 2.0, 1.0], 5, 4, 4),             # degenerate kept pair, nothing discarded
-    ([3.0, 2.0, 2.0, 1.0, 1.0, 0.5], 6, 8, 3),    # truncated between 2 and 1, pairs on both sides
-    ([2.0, 2.0, 2.0, 0.0, 0.0], 5, 5, 3),        # a kept triplet, a zero discarded pair
-    ([4.0, 3.0, 2.5, 1.0, 0.5], 5, 6, 3),        # no degeneracy
+    pytest.param([3.0, 2.0, 2.0, 1.0, 1.0, 0.5], 6, 8, 3, marks=pytest.mark.slow),  # truncated between 2 and 1, pairs on both sides
+    pytest.param([2.0, 2.0, 2.0, 0.0, 0.0], 5, 5, 3, marks=pytest.mark.slow),  # a kept triplet, a zero discarded pair
+    pytest.param([4.0, 3.0, 2.5, 1.0, 0.5], 5, 6, 3, marks=pytest.mark.slow),  # no degeneracy
 ])
 def test_split_is_exact_to_second_order_at_degeneracy(values, m, n, k):
     rng = np.random.default_rng(len(values) + k)
@@ -199,7 +201,9 @@ def test_the_old_lorentzian_rule_fails_the_reconstruction_case():
 
 # ---- scale ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("scale", [1e-300, 1e-150, 1e-20, 1.0, 1e20, 1e150, 1e300])
+# the quick tier: the ends of the float64 range; the slow tier every scale between
+@pytest.mark.parametrize("scale", [1e-300] + [pytest.param(s, marks=pytest.mark.slow) for s in (1e-150, 1e-20, 1.0, 1e20, 1e150)]
+                         + [1e300])
 def test_rules_are_scale_invariant_over_the_float64_range(scale):
     rule = svd.truncated_svd
     B = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
@@ -357,6 +361,7 @@ def test_frozen_solves_invert_their_operators(xp):
 
 # ---- the TRG under every transform ---------------------------------------------------------
 
+@pytest.mark.slow      # second order by five transforms at 4 and 6 steps
 def test_every_transform_of_lnz_agrees_and_matches_exact_enumeration():
     beta = 0.3
     for steps in (4, 6):

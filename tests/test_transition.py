@@ -23,6 +23,7 @@ def test_beta_grid_is_denser_near_beta_c():
         transition.beta_grid(2)
 
 
+@pytest.mark.slow
 def test_scan_matches_the_whole_graph_and_carries_onsager():
     betas = [0.35, trgad.BETA_C, 0.5]
     out = transition.scan(4, 6, betas)
@@ -37,6 +38,7 @@ def test_scan_matches_the_whole_graph_and_carries_onsager():
     assert out["rows"][0]["onsager_c"] == pytest.approx(trgad.onsager(0.35)["c"], rel=1e-15)
 
 
+@pytest.mark.slow
 def test_refused_schedule_is_reported_in_its_row(monkeypatch):
     real = trg.truncation_schedule
 
@@ -62,6 +64,7 @@ def test_peak_of_a_known_parabola():
         transition.peak(rows[:2])
 
 
+@pytest.mark.slow
 def test_refine_adds_points_between_the_neighbours_of_the_maximum():
     betas = [0.30, 0.36, 0.42, 0.48]
     coarse = transition.scan(4, 5, betas)

@@ -37,13 +37,10 @@ def test_exact_enumeration_one_step_closed_form():
     assert ref["dlnz"] == pytest.approx(2 * math.tanh(4 * BETA), rel=1e-14)
 
 
-@pytest.fixture(scope="module")
-def twenty_steps():
-    return whole.value_and_grad(BETA, SCHEDULE[:20])
-
-
-def test_twenty_steps_against_onsager_and_recorded(twenty_steps):
-    lnz, dlnz = twenty_steps
+@pytest.mark.slow
+def test_twenty_steps_against_onsager_and_recorded(whole20, schedule20):
+    assert schedule20 == SCHEDULE[:20]
+    lnz, dlnz = whole20
     ref = exact.onsager(BETA)
     assert abs(lnz - ref["lnz_per_site"]) < 1e-7
     assert abs(-dlnz - ref["u"]) < 1e-5
@@ -51,6 +48,7 @@ def test_twenty_steps_against_onsager_and_recorded(twenty_steps):
     assert -dlnz == pytest.approx(recorded.TENFERRO_STAGED["u"], abs=1e-13)
 
 
+@pytest.mark.slow
 def test_thirty_steps_finite_and_equal_to_finite_differences():
     f = jax.jit(whole.lnz_fn(SCHEDULE))
     vg = jax.jit(jax.value_and_grad(whole.lnz_fn(SCHEDULE)))
@@ -61,6 +59,7 @@ def test_thirty_steps_finite_and_equal_to_finite_differences():
     assert float(g) == pytest.approx(fd, rel=1e-7)
 
 
+@pytest.mark.slow
 def test_near_critical_point_finite():
     beta = exact.BETA_C * 0.999
     sched = trg.truncation_schedule(8, 12, beta)
@@ -69,6 +68,7 @@ def test_near_critical_point_finite():
     assert -g == pytest.approx(exact.onsager(beta)["u"], abs=5e-2)
 
 
+@pytest.mark.slow
 def test_second_derivative_finite_and_equal_to_finite_differences():
     # 6 steps: from step 5 on the discarded singular values are exactly degenerate,
     # which is where the stock SVD rule gives NaN.
