@@ -125,4 +125,4 @@ def test_bad_input():
     with pytest.raises(InputError, match="k=5"):
         broadened.split(jnp.eye(4), 5)
     with pytest.raises(InputError, match="beta"):
-        broadened.value_and_derivatives(-1.0, [2])
+        broadened.value_and_derivatives(float("nan"), [2])

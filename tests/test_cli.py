@@ -183,7 +183,7 @@ def test_help_takes_its_ranges_from_validate(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--json" in text                               # every command: the shared parent
     if command in ("trg", "bench"):
-        assert f"(0, {validate.format_bound(validate.BETA_MAX)}]" in text
+        assert f"[{validate.BETA_MIN!r}, {validate.format_bound(validate.BETA_MAX)}]" in text
         assert f"[{validate.CHI_MIN}, {validate.CHI_MAX}]" in text and f"[1, {validate.MAX_STEPS}]" in text
     if command != "bench":
         assert f"(0, {validate.format_bound(validate.TIMEOUT_MAX)}]" in text and "structural" in text
