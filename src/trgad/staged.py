@@ -56,13 +56,16 @@ _PROGRAMS = compiled.registry("staged")
 # The per-shape programs
 # --------------------------------------------------------------------------------------
 
-def _pair(key, fn):
+def vjp_pair(key, fn):
     """The (step, pullback) programs of ``fn`` under ``key``, built on first use.
 
-    The step program returns ``fn``'s output and the residual leaves of its ``jax.vjp``
-    closure; the closure's tree structure (static: the linearised function) is recorded
-    while the step program is traced, per residual shapes, and rebuilt inside the pullback
-    program."""
+    ``step(x, *args)`` returns ``(fn(x, *args), leaves)``: ``leaves`` is the list of
+    residual arrays of the ``jax.vjp`` closure (a ``jax.tree_util.Partial`` pytree,
+    flattened); its tree structure (static: the linearised function) is recorded while
+    the step program is traced, per residual shapes.  ``pull(leaves, ct)`` rebuilds the
+    closure from that structure and ``leaves`` and returns the cotangent of ``x``.  Both are
+    :class:`trgad.compiled.Compiled`, kept under the hashable ``key`` until
+    :func:`trgad.compiled.clear`; ``pull`` before ``step`` raises KeyError."""
     if key not in _PROGRAMS:
         trees = {}
 
@@ -90,15 +93,15 @@ def step_programs(D, k):
     per (D, k) and kept until :func:`trgad.compiled.clear`.
     """
     D, k = int(D), int(k)
-    return _pair(("step", D, k), lambda t: trg.trg_step(t, k, trg.JAX_REVERSE))
+    return vjp_pair(("step", D, k), lambda t: trg.trg_step(t, k, trg.JAX_REVERSE))
 
 
 def end_programs():
     """The (step, pullback) pairs of the two ends of the first-order pass: the initial tensor,
     beta -> T_0 (:func:`trgad.ising.initial_tensor`), and the trace term,
     (T_n, w) -> w ln tr T_n (the pullback takes its cotangent, a scalar)."""
-    return (_pair("init", lambda b: ising.initial_tensor(b, trg.JAX_REVERSE)),
-            _pair("tail", lambda t, w: w * trg.JAX.log(trg.torus_trace(t, trg.JAX))))
+    return (vjp_pair("init", lambda b: ising.initial_tensor(b, trg.JAX_REVERSE)),
+            vjp_pair("tail", lambda t, w: w * trg.JAX.log(trg.torus_trace(t, trg.JAX))))
 
 
 def second_order_programs(D, k):
@@ -111,7 +114,7 @@ def second_order_programs(D, k):
         (t2, ln), (dt2, dln) = jax.jvp(lambda t: trg.trg_step(t, k, trg.JAX), (pair[0],), (pair[1],))
         return t2, ln, dt2, dln
 
-    return _pair(("jvp", D, k), jvp_step)
+    return vjp_pair(("jvp", D, k), jvp_step)
 
 
 def second_order_end_programs():
@@ -125,7 +128,7 @@ def second_order_end_programs():
     def tail(pair, w):
         return jax.jvp(lambda t: w * ops.log(trg.torus_trace(t, ops)), (pair[0],), (pair[1],))
 
-    return _pair("init2", init), _pair("tail2", tail)
+    return vjp_pair("init2", init), vjp_pair("tail2", tail)
 
 
 def compiled_shapes():
