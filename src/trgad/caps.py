@@ -42,8 +42,6 @@ HANG_TIMEOUT_SECONDS = 3.0 if PREVIEW else 6.0
 REPEATS = 1 if PREVIEW else 3
 #: Number of beta values in the u(beta) scan of the TRG page (book/trg.md), 0.25 to 0.6.
 BETA_POINTS = 7 if PREVIEW else 9
-#: TRG steps for the whole-graph automatic second derivative in the staged chapter.
-AUTODIFF_C_STEPS = 6 if PREVIEW else 20
 #: TRG steps used for the u(beta) scan.
 SCAN_STEPS = 12 if PREVIEW else 20
 #: Numbers of TRG steps whose jax.grad the SVD page (book/svd-degeneracy.md) takes through
