@@ -144,7 +144,7 @@ _INSPECT_JS = r"""
   // inline values: {eval} (text/plain) -> span.output.text_plain; {glue:text} -> .pasted-text
   const pasted = Array.from(main.querySelectorAll('.pasted-text, .pasted-inline, span.output'))
     .filter(e => !e.closest('.cell_output'))
-    .map(e => e.innerText);
+    .map(e => e.textContent);   // textContent: a value inside a closed solution dropdown is not rendered, yet there
   const outputs = Array.from(main.querySelectorAll('.cell_output, .output'));
   const errorOutputs = Array.from(main.querySelectorAll(
       '.cell_output .traceback, .output.traceback, .output.error, .cell_output .error'))
