@@ -181,6 +181,10 @@ DETECT_DEPTHS = ({"chain": (2, 4, 6, 8, 10), "newton": (2, 4, 6, 8, 10), "evolve
 DETECT_DEPTHS_JAX = (4, 8, 16) if PREVIEW else (4, 8, 16, 32)
 #: TRG steps of that page's JAX probe (make_jaxpr(grad) of the whole graph, not compiled).
 DETECT_STEPS_JAX = (1, 2, 4)
+#: Mul-chain depth of that page's transform/run/free split (the same in both builds: the
+#: probe names the trap only when the transform takes at least probe.TRAP_MIN_SECONDS, and
+#: at preview depths it is faster than that; about 2 * 10**5 key visits).
+DETECT_SPLIT_DEPTH = 14
 
 # ---- u(beta) and c(beta) across the transition (book/transition.md) -------------------------
 #: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
