@@ -483,7 +483,7 @@ def test_negative_option_values_are_values():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["trg", "--beta", "-1e-3"], "beta='-1e-3' is out of range: here beta must be in [2.2250738585072014e-308"),
+    (["trg", "--beta", "-1e-3"], "beta='-1e-3' is out of range: beta must be in [2.2250738585072014e-308"),
     (["trg", "--beta", "-inf"], "beta='-inf' is out of range"),
     (["bench", "--beta", "-1e-300"], "beta='-1e-300' is out of range"),
     (["trg", "--chi", "-4"], "chi='-4' is out of range"),

@@ -129,9 +129,9 @@ def check_beta(beta, signed=True):
     v = _number("beta", beta, float)
     size = abs(v) if signed else v
     if not signed and math.isfinite(v) and BETA_MIN <= -v <= BETA_MAX:
-        raise InputError(f"beta={_typed(beta, v)} is out of range: here beta must be in "
-                         f"[{BETA_MIN!r}, {format_bound(BETA_MAX)}] (the ferromagnet; the antiferromagnet "
-                         f"at -beta has the same lnZ/N and c on these tori: use beta={format_bound(-v)})")
+        raise InputError(f"beta={_typed(beta, v)} is out of range: beta must be in "
+                         f"[{BETA_MIN!r}, {format_bound(BETA_MAX)}] here (the ferromagnet only; the "
+                         f"library's TRG functions take a negative beta, the antiferromagnet)")
     if not (math.isfinite(v) and BETA_MIN <= size <= BETA_MAX):
         name = "|beta|" if signed else "beta"
         raise InputError(f"beta={_typed(beta, v)} is out of range: {name} must be a finite number in "
