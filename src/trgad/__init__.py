@@ -1,7 +1,10 @@
 """trgad: whole-graph versus staged differentiation of the Ising TRG.
 
 The package behind the book.  Importing it switches JAX to float64 (``jax_enable_x64``),
-which every result here needs, and limits NumPy's BLAS to one thread.
+which every result here needs, sets XLA's compile options for quick compilation
+(:data:`trgad.compiled.COMPILER_OPTIONS`, through ``XLA_FLAGS``), points JAX's persistent
+compilation cache at trgad's folder (:mod:`trgad.cache`) and limits NumPy's BLAS to one
+thread.
 
 The rooms, one concept per module, in four layers; imports only point down the list, never
 up or round a circle (``tests/test_layers.py`` checks it):
@@ -35,6 +38,10 @@ import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits
 
 _jax.config.update("jax_enable_x64", True)
+
+from . import compiled as _compiled  # noqa: E402
+
+_compiled.setup()   # XLA's compile options (trgad.compiled), before anything compiles
 
 from . import cache as _cache  # noqa: E402
 

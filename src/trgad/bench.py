@@ -52,7 +52,7 @@ def _program(name, ks):
     """The compiled executable of row ``name`` (not staged): the primal pass
     ``jit(lnZ/N)``, or the first-order program of :func:`trgad.modes.program`."""
     if name == "primal":
-        return jax.jit(whole.lnz_fn(ks)).lower(0.3).compile()
+        return compiled.jit(whole.lnz_fn(ks)).lower(0.3).compile()
     return modes.program(name, 1, ks)[0]
 
 

@@ -192,7 +192,7 @@ def program(schedule):
             return slope, value
 
         both = jax.value_and_grad(first, has_aux=True)
-        _TENSORGRAD_PROGRAMS[key] = jax.jit(lambda *a: (lambda r: (r[0][1], r[0][0], r[1]))(both(*a)))
+        _TENSORGRAD_PROGRAMS[key] = compiled.jit(lambda *a: (lambda r: (r[0][1], r[0][0], r[1]))(both(*a)))
     return _TENSORGRAD_PROGRAMS[key]
 
 

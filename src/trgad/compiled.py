@@ -11,12 +11,77 @@ next process.
 
 :func:`snapshot` and :func:`restore` let a benchmark time several first calls from empty
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
+
+:func:`jit` is the one way the package compiles a program: ``jax.jit`` with
+:data:`COMPILER_OPTIONS`, XLA settings that make compilation several times cheaper, which
+:func:`setup` also gives the process's eager operations.
 """
 from __future__ import annotations
+
+import os
 
 import jax
 
 _CACHES = {}
+
+#: XLA options of every program the package compiles: the CPU back end's legacy loop
+#: emitters instead of its fusion emitters, and LLVM without optimisation passes.  Why: a
+#: first call is mostly XLA:CPU compiling, whose time grows with the number of kernels, and a
+#: derivative has at least twice the primal's; these two settings together cut compilation
+#: several times over (either alone saves little), while a run is mostly LAPACK's SVD and the
+#: contractions' library calls, which they do not touch, so steady calls slow down by a
+#: fraction.  Results agree with XLA's defaults to rounding (a reduction's order may differ).
+#: :func:`setup` (run when ``trgad`` is imported) puts them in ``XLA_FLAGS`` for the whole
+#: process, eager operations included, and :func:`jit` passes them to each program; a value
+#: already named in ``XLA_FLAGS`` wins, e.g. ``XLA_FLAGS="--xla_backend_optimization_level=3
+#: --xla_cpu_use_fusion_emitters=true"`` gives XLA's defaults back for a long run.  JAX's
+#: persistent cache keys a program by its options and by ``XLA_FLAGS``, so settings never
+#: mix.  Source: XLA's ``DebugOptions`` fields of these names.
+COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
+
+
+def _parse_flags(text):
+    """``{name: value}`` of the ``--name=value`` words of an ``XLA_FLAGS`` string (booleans
+    and integers converted, anything else kept as text)."""
+    flags = {}
+    for word in (text or "").split():
+        name, _, value = word.lstrip("-").partition("=")
+        low = value.strip().lower()
+        if low in ("true", "false"):
+            flags[name] = low == "true"
+        elif low.lstrip("-").isdigit():
+            flags[name] = int(low)
+        else:
+            flags[name] = value
+    return flags
+
+
+def setup(environ=None):
+    """Make :data:`COMPILER_OPTIONS` this process's: each option not named in
+    ``environ["XLA_FLAGS"]`` (default ``os.environ``) is appended to it, and each one named
+    there takes that value in :data:`COMPILER_OPTIONS`.  XLA reads ``XLA_FLAGS`` once, when
+    JAX's back end starts; if it has started already, eager operations keep XLA's defaults
+    and only :func:`jit`'s programs get the options.  Returns the options in force."""
+    environ = os.environ if environ is None else environ
+    named = _parse_flags(environ.get("XLA_FLAGS", ""))
+    extra = []
+    for name, value in list(COMPILER_OPTIONS.items()):
+        if name in named:
+            COMPILER_OPTIONS[name] = named[name]
+        else:
+            extra.append(f"--{name}={str(value).lower()}")
+    if extra:
+        environ["XLA_FLAGS"] = " ".join([environ.get("XLA_FLAGS", "").strip()] + extra).strip()
+    return dict(COMPILER_OPTIONS)
+
+
+def jit(fn, **kwargs):
+    """``jax.jit(fn, compiler_options=COMPILER_OPTIONS, **kwargs)``: the package's way of
+    compiling ``fn`` (same arguments and results as ``jax.jit``; :data:`COMPILER_OPTIONS`
+    is read now, so a change applies to programs made afterwards).  For a top-level program
+    only: JAX refuses compiler options on a jit that runs inside another transform's trace
+    (``jax.vjp`` of it, or a jit inside a jit), whose options are the outer program's."""
+    return jax.jit(fn, compiler_options=dict(COMPILER_OPTIONS), **kwargs)
 
 
 def registry(name):
@@ -52,10 +117,10 @@ def sizes():
 
 
 class Compiled:
-    """``jax.jit(fn)`` compiled ahead of time for the shapes of each call.
+    """:func:`jit` of ``fn``, compiled ahead of time for the shapes of each call.
 
     The first call with a new argument signature (tree structure, shapes and dtypes of the
-    arguments) runs ``jax.jit(fn).lower(*args).compile()``; every call then runs that XLA
+    arguments) runs ``jit(fn).lower(*args).compile()``; every call then runs that XLA
     executable.  ``executables`` maps each signature to its executable, which gives XLA's
     figures, e.g. ``memory_analysis().temp_size_in_bytes``.  Source: JAX's ahead-of-time
     lowering API (``jax.jit(...).lower(...).compile()``, "Ahead-of-time lowering and
@@ -63,7 +128,7 @@ class Compiled:
     """
 
     def __init__(self, fn):
-        self.jit = jax.jit(fn)
+        self.jit = jit(fn)
         self.executables = {}
 
     def __call__(self, *args):

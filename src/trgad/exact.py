@@ -188,7 +188,7 @@ def kaufman(beta, L):
         raise InputError(f"beta={beta!r} is beta_c to 1e-12: kaufman() needs beta != beta_c")
     if L not in _KAUFMAN:                      # one compiled program per L
         f = lambda k: _kaufman_lnz(k, L)                                        # noqa: E731
-        _KAUFMAN[L] = jax.jit(lambda k: (f(k),) + jax.jvp(jax.grad(f), (k,), (1.0,)))
+        _KAUFMAN[L] = compiled.jit(lambda k: (f(k),) + jax.jvp(jax.grad(f), (k,), (1.0,)))
     lnz, d1, d2 = (float(x) for x in _KAUFMAN[L](b))
     return {"lnz_per_site": lnz, "u": -d1, "c": b * b * d2}
 

@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import compiled
 from .validate import InputError, check_choice, check_int, check_positive, check_range
 
 #: Smallest and largest circumference.  T is a dense 2**L x 2**L float64 matrix (128 MB at
@@ -211,7 +212,7 @@ def while_power_iteration(T, tol, max_iterations):
 
 @functools.lru_cache(maxsize=None)
 def _compiled_while():
-    return jax.jit(while_power_iteration)
+    return compiled.jit(while_power_iteration)
 
 
 def converge(beta, L, tol=1e-12, max_iterations=10_000):
@@ -244,7 +245,7 @@ def value_unrolled(beta, L, iterations, output="lnz"):
 
 @functools.lru_cache(maxsize=64)
 def _compiled_unrolled(L, iterations, output):
-    return jax.jit(jax.value_and_grad(lambda b: value_unrolled(b, L, iterations, output)))
+    return compiled.jit(jax.value_and_grad(lambda b: value_unrolled(b, L, iterations, output)))
 
 
 def unrolled(beta, L, iterations, output="lnz"):
@@ -262,6 +263,7 @@ def unrolled(beta, L, iterations, output="lnz"):
 
 @functools.lru_cache(maxsize=None)
 def _step_jit():
+    # plain jax.jit: it runs under jax.vjp, where a jit is nested and takes no compiler options
     return jax.jit(power_step)
 
 
@@ -401,7 +403,7 @@ def value_implicit(beta, L, tol, max_iterations, output="lnz"):
 
 @functools.lru_cache(maxsize=2 * (L_MAX + 1))
 def _compiled_implicit(L, output):
-    return jax.jit(jax.value_and_grad(lambda b, tol, n: value_implicit(b, L, tol, n, output)))
+    return compiled.jit(jax.value_and_grad(lambda b, tol, n: value_implicit(b, L, tol, n, output)))
 
 
 def implicit(beta, L, iterations=None, output="lnz", tol=1e-12, max_iterations=10_000):

@@ -29,7 +29,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from . import ising, staged, trg
+from . import compiled, ising, staged, trg
 from .timing import block, time_call
 from .validate import (AD_MODES, InputError, check_beta, check_choice, check_positive, check_repeats,
                        check_schedule)
@@ -112,13 +112,13 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
     f, x0 = _objective(params, beta, ks)
     x0 = jax.numpy.asarray(x0)
     if mode == "reverse":
-        program = jax.jit(jax.value_and_grad(f))
+        program = compiled.jit(jax.value_and_grad(f))
 
         def run():
             v, g = program(x0)
             return float(v), np.asarray(g)
     else:
-        program = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))
+        program = compiled.jit(lambda x, t: jax.jvp(f, (x,), (t,)))
         basis = np.eye(x0.shape[0])
 
         def run():
@@ -141,7 +141,7 @@ def finite_difference(beta, schedule, params="tensor", h=1e-5):
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
     h = check_positive("h", h, 0.1)
     f, x0 = _objective(params, beta, ks)
-    fn = jax.jit(f)
+    fn = compiled.jit(f)
     out = []
     for e in np.eye(len(x0)):
         out.append((float(fn(x0 + h * e)) - float(fn(x0 - h * e))) / (2 * h))

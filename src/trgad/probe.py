@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 import jax
 
 from . import engine as keyed
-from . import trg, whole
+from . import compiled, trg, whole
 from .keyed_trg import KeyedOps
 from .keys import STRATEGIES, path_count
 from .timing import count_eqns, time_grad_transform
@@ -209,7 +209,7 @@ def _jax_row(f, x0, execute=True, repeats=3):
     seconds, jaxpr = time_grad_transform(f, x0, repeats=repeats, clock=time.process_time)
     run, val = None, None
     if execute:
-        g = jax.jit(jax.grad(f))
+        g = compiled.jit(jax.grad(f))
         jax.block_until_ready(g(x0))   # compile
         t0 = time.perf_counter()
         val = float(jax.block_until_ready(g(x0)))

@@ -39,7 +39,7 @@ def value_and_grad(beta, schedule, jit=True):
     elif schedule in _VALUE_AND_GRAD:
         f = _VALUE_AND_GRAD[schedule]
     else:
-        f = _VALUE_AND_GRAD[schedule] = jax.jit(jax.value_and_grad(lnz_fn(schedule)))
+        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(lnz_fn(schedule)))
     v, g = f(beta)
     return float(v), float(g)
 
@@ -57,7 +57,7 @@ def specific_heat_autodiff(beta, schedule):
     """
     beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     if ks not in _SECOND:
-        _SECOND[ks] = jax.jit(jax.grad(jax.grad(lnz_fn(ks))))
+        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(lnz_fn(ks))))
     return ising.specific_heat_of(beta, float(_SECOND[ks](float(beta))))
 
 

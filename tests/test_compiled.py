@@ -1,0 +1,45 @@
+"""The package's compile options (trgad.compiled.COMPILER_OPTIONS, setup, jit)."""
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from trgad import compiled, trg, whole
+
+
+def test_setup_appends_missing_options_and_adopts_named_ones(monkeypatch):
+    monkeypatch.setattr(compiled, "COMPILER_OPTIONS",
+                        {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0})
+    env = {"XLA_FLAGS": "--xla_backend_optimization_level=3 --xla_dump_to=/tmp/x"}
+    got = compiled.setup(env)
+    assert got == {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 3}
+    assert env["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=3", "--xla_dump_to=/tmp/x",
+                                        "--xla_cpu_use_fusion_emitters=false"]
+    env = {}
+    compiled.setup(env)
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_use_fusion_emitters=false",
+                                        "--xla_backend_optimization_level=3"]
+
+
+def test_importing_trgad_sets_the_flags_for_the_process():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    code = "import os, trgad; print(os.environ['XLA_FLAGS'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.split()
+    assert sorted(out) == sorted(f"--{k}={str(v).lower()}" for k, v in
+                                 {"xla_cpu_use_fusion_emitters": False,
+                                  "xla_backend_optimization_level": 0}.items())
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_programs_agree_with_xla_defaults_to_rounding(order):
+    """Oracle: the same program compiled by jax.jit with XLA's default options."""
+    f = whole.lnz_fn(trg.truncation_schedule(4, 4, 0.3))
+    f = jax.value_and_grad(f) if order == 1 else jax.grad(jax.grad(f))
+    ours = [float(x) for x in jax.tree_util.tree_leaves(compiled.jit(f)(0.3))]
+    default = jax.jit(f, compiler_options={"xla_cpu_use_fusion_emitters": True,
+                                           "xla_backend_optimization_level": 3})
+    ref = [float(x) for x in jax.tree_util.tree_leaves(default(0.3))]
+    assert ours == pytest.approx(ref, rel=1e-12, abs=0)
