@@ -70,6 +70,13 @@ def _first_call(name, beta, ks):
         return (lambda: exe(beta)), time.perf_counter() - t0, exe
 
 
+def _warm_up():
+    """Start what a process starts once, before any row is timed: JAX's back end, the
+    compiler and LAPACK's SVD (a 2 x 2 matrix), so that no row's first call, the primal
+    pass's least of all, pays for them."""
+    block(compiled.jit(lambda m: jax.numpy.linalg.svd(m)[1])(jax.numpy.eye(2)))
+
+
 def _memory(exe):
     """XLA's temporary memory of a row: ``temp_bytes`` of its executable, or for staged
     (``exe`` None) the sum over its programs and ``peak_temp_bytes`` (:func:`staged_memory`)."""
@@ -131,7 +138,8 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     (beta, schedule): a dict row name -> row.
 
     Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.compiled.clear`,
-    one after another), ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in
+    one after another, once the process's one-off start-up, JAX's back end, the compiler and
+    LAPACK, is paid), ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in
     which the rows take turns, the minimum per row: a change of load on a shared machine
     then hits every row alike), ``temp_bytes`` and ``value`` (what the timed program
     returned, as a list of floats: [lnZ/N] for ``primal``, [lnZ/N, d(lnZ/N)/d beta] for the
@@ -143,6 +151,7 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     repeats = check_repeats(repeats)
     names = _check_names(names)
+    _warm_up()
     compiled.clear()
     first = {name: _first_call(name, beta, ks) for name in names}
     steady = _round_robin({name: first[name][0] for name in names}, repeats)
