@@ -57,9 +57,11 @@ def _program(name, ks):
 
 
 def _first_call(name, beta, ks):
-    """Row ``name``'s first call (compile whatever is not cached in this process, then run
-    once; the persistent compilation cache is off meanwhile, :func:`trgad.cache.disabled`):
+    """Row ``name``'s first call (JAX's in-process caches cleared, ``jax.clear_caches``; compile
+    whatever is not cached in this process, then run once; the persistent compilation cache
+    is off meanwhile, :func:`trgad.cache.disabled`):
     (the call, as a function of no arguments; its seconds; the executable, None for staged)."""
+    jax.clear_caches()          # JAX's in-process caches too: no row reuses another's traces
     with cache.disabled():
         t0 = time.perf_counter()
         if name == "staged":

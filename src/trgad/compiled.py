@@ -12,8 +12,8 @@ next process.
 :func:`snapshot` and :func:`restore` let a benchmark time several first calls from empty
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
 
-:func:`jit` is the one way the package compiles a program: ``jax.jit`` with
-:data:`COMPILER_OPTIONS`, XLA settings that make compilation several times cheaper, which
+:func:`jit` is how the package compiles a top-level program: ``jax.jit`` with
+:data:`COMPILER_OPTIONS`, XLA settings under which a derivative program compiles two to several times faster, which
 :func:`setup` also gives the process's eager operations.
 """
 from __future__ import annotations
@@ -27,10 +27,13 @@ _CACHES = {}
 #: XLA options of every program the package compiles: the CPU back end's legacy loop
 #: emitters instead of its fusion emitters, and LLVM without optimisation passes.  Why: a
 #: first call is mostly XLA:CPU compiling, whose time grows with the number of kernels, and a
-#: derivative has at least twice the primal's; these two settings together cut compilation
-#: several times over (either alone saves little), while a run is mostly LAPACK's SVD and the
-#: contractions' library calls, which they do not touch, so steady calls slow down by a
-#: fraction.  Results agree with XLA's defaults to rounding (a reduction's order may differ).
+#: derivative has at least twice the primal's; these two settings together make a derivative
+#: program compile two to several times faster (either alone saves little); the price is
+#: in its steady calls, whose many small element-wise kernels now run unoptimised: a
+#: derivative program runs slower by a fraction, the primal pass (mostly LAPACK's SVD and
+#: the contractions' library calls) hardly at all.  The modes chapter (book/modes.md)
+#: measures both sides at every build.  Results agree with XLA's defaults to rounding (a
+#: reduction's order may differ).
 #: :func:`setup` (run when ``trgad`` is imported) puts them in ``XLA_FLAGS`` for the whole
 #: process, eager operations included, and :func:`jit` passes them to each program; a value
 #: already named in ``XLA_FLAGS`` wins, e.g. ``XLA_FLAGS="--xla_backend_optimization_level=3
@@ -38,6 +41,8 @@ _CACHES = {}
 #: persistent cache keys a program by its options and by ``XLA_FLAGS``, so settings never
 #: mix.  Source: XLA's ``DebugOptions`` fields of these names.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
+#: XLA's own defaults for the same options (its ``DebugOptions`` defaults), for comparison.
+XLA_DEFAULTS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 3}
 
 
 def _parse_flags(text):

@@ -18,10 +18,11 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
   rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
   (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`jet_has_svd_rule`).
-  On the TRG graph it fails even before that: a tracer escapes inside ``jnp.linalg.svd``
-  under jet's handling of the ``custom_jvp`` call (``UnexpectedTracerError``), a defect of
-  jet's ``custom_jvp`` path.
-* ``checkpoint`` - JAX's own staging: the steps whose shapes repeat (input bond dimension
+  On the TRG graph it fails even before that: a tracer escapes inside the primal function
+  of trgad's ``custom_jvp`` SVD (at its first ``jnp`` call, the finiteness check, before any
+  SVD runs) under jet's handling of the ``custom_jvp`` call (``UnexpectedTracerError``), a
+  defect of jet's ``custom_jvp`` path.
+* ``checkpoint`` - the scan with its step checkpointed: the steps whose shapes repeat (input bond dimension
   D = kept k = chi, from the fifth step on at chi = 16) run in one ``jax.lax.scan`` whose
   body is ``jax.checkpoint``-ed, so the repeated step is traced and compiled once and its
   backward pass recomputes the step instead of storing its intermediates; the first,
@@ -62,13 +63,13 @@ C_METHODS = ("exact", "fd")
 SECOND_FORMS = ("forward-over-forward", "forward-over-reverse", "reverse-over-forward")
 #: The form each method uses for c.  ``checkpoint``: reverse over forward (a ``jax.jvp``
 #: inside every scanned, checkpointed step, then one reverse pass), the only reverse-mode
-#: form that is right there: forward over reverse through the checkpointed scan gave c off
-#: by 5e-3 relative at 6 steps (chi = 16; the remat of the step's tangent), and reverse
-#: over reverse through any ``lax.scan`` of the step gave NaN (JAX 0.10.2).  ``whole``:
-#: forward over reverse, the form whose program compiled fastest of the three (a first call
-#: is mostly compilation); :func:`trgad.whole.specific_heat_autodiff` is reverse over
-#: reverse, and the book's chapter *Every mode of differentiation, side by side*
-#: (book/modes.md) measures the costs.
+#: form that came out right there in this package: forward over reverse through the
+#: checkpointed scan gave c off by 5e-3 relative at 6 steps (chi = 16), and reverse over
+#: reverse through a ``lax.scan`` of the step gave NaN (JAX 0.10.2; not traced to its cause,
+#: which may be this package's SVD rule under remat rather than JAX).  ``whole``: forward
+#: over reverse, the form whose program compiled fastest of the three (a first call is
+#: mostly compilation); :func:`trgad.whole.specific_heat_autodiff` is reverse over reverse.
+#: ``python -m trgad bench --json`` measures each method's c (its ``second_order`` rows).
 SECOND_FORM = {"whole": "forward-over-reverse", "forward_mode": "forward-over-forward",
                "checkpoint": "reverse-over-forward"}
 
@@ -105,8 +106,9 @@ def named_norm_ops(ops=None):
     tagged :data:`NORM_NAME` (``jax.ad_checkpoint.checkpoint_name``), for a
     ``jax.checkpoint`` policy that saves it; the values are those of ``ops``.
 
-    Why: the backward pass of a ``jax.checkpoint``-ed step recomputes the step, in another
-    XLA program.  There the norm ||T|| (a reduction) can round differently in its last bit;
+    Why: the backward pass of a ``jax.checkpoint``-ed step recomputes the step, and XLA may
+    fuse or order the recomputed reduction differently, so the norm ||T|| can round
+    differently in its last bit;
     the SVD of the slightly different matrix then picks another basis inside each multiplet
     of equal singular values, which the Ising TRG has at every step, and the next step's
     cotangent, written in the first basis, is applied in the second: u came out wrong in its

@@ -10,7 +10,7 @@ import os
 import platform
 from importlib import metadata
 
-from . import caps
+from . import caps, compiled
 
 #: The distributions whose versions the appendix lists, in order.
 SOFTWARE = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "myst-nb", "jupyter-book", "trgad")
@@ -25,8 +25,11 @@ def version(dist: str) -> str:
 
 
 def software_rows():
-    """[("Python", version), (distribution, version) for each of :data:`SOFTWARE`]."""
-    return [("Python", platform.python_version())] + [(d, version(d)) for d in SOFTWARE]
+    """[("Python", version), (distribution, version) for each of :data:`SOFTWARE`, ("XLA
+    options", the ``--name=value`` words of :data:`trgad.compiled.COMPILER_OPTIONS`)]."""
+    options = " ".join(f"--{k}={str(v).lower()}" for k, v in compiled.COMPILER_OPTIONS.items())
+    return ([("Python", platform.python_version())] + [(d, version(d)) for d in SOFTWARE]
+            + [("XLA options (trgad.compiled)", options)])
 
 
 def cpu_model() -> str:
