@@ -17,6 +17,12 @@ def test_setup_appends_missing_options_and_adopts_named_ones(monkeypatch):
     assert got == {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 3}
     assert env["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=3", "--xla_dump_to=/tmp/x",
                                         "--xla_cpu_use_fusion_emitters=false"]
+    for flags, want in (("--xla_cpu_use_fusion_emitters", True), ("--xla_cpu_use_fusion_emitters=1", True),
+                        ("--xla_cpu_use_fusion_emitters=FALSE", False)):
+        monkeypatch.setitem(compiled.COMPILER_OPTIONS, "xla_cpu_use_fusion_emitters", False)
+        assert compiled.setup({"XLA_FLAGS": flags})["xla_cpu_use_fusion_emitters"] is want
+    monkeypatch.setattr(compiled, "COMPILER_OPTIONS",
+                        {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 3})
     env = {}
     compiled.setup(env)
     assert env["XLA_FLAGS"].split() == ["--xla_cpu_use_fusion_emitters=false",

@@ -5,7 +5,9 @@ machine; absolute times are not.  ``python -m trgad bench`` prints them.  The ro
 (:data:`ROWS`) are the modes of :mod:`trgad.modes` at first order (lnZ/N and u), plus the
 primal pass as the yardstick:
 
-* ``primal`` - ``jax.jit(lnZ/N)``: lnZ/N alone, no derivative;
+* ``primal`` - ``jax.jit(lnZ/N)`` of the unrolled graph (:func:`trgad.whole.lnz_fn`):
+  lnZ/N alone, no derivative (the derivative rows scan the repeated steps, which compiles
+  faster than unrolling them, so a ratio to the primal's first call favours them);
 * ``whole`` - ``jax.jit(jax.value_and_grad(lnZ/N))`` of the whole graph;
 * ``staged`` - one VJP per step (:mod:`trgad.staged`), step and pullback programs compiled
   per (D, k);
@@ -306,7 +308,7 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     """Cost of c by each method of :mod:`trgad.modes` (order 2, exact) at one point.
 
     Returns a dict method -> {"first_seconds", "steady_seconds", "c"}: the first call from
-    empty caches (:func:`trgad.compiled.clear` before each method, the persistent
+    empty caches (:func:`trgad.compiled.clear` and ``jax.clear_caches`` before each method, the persistent
     compilation cache off, :func:`trgad.cache.disabled`; what each compiled is kept for the
     steady state), then the steady state by taking turns (``repeats`` rounds, as in
     :func:`methods`).  What :mod:`trgad.transition` chose its default from.  Raises
@@ -317,6 +319,7 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     out, kept = {}, {}
     for name in names:
         compiled.clear()
+        jax.clear_caches()      # as the first-order rows: no method reuses another's traces
         with cache.disabled():
             r = modes.value_and_derivatives(beta, schedule, name, order=2)
         out[name] = {"first_seconds": r["seconds"], "c": r["c"]}
@@ -335,7 +338,8 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
 def summary(out, targets=True):
     """Human-readable lines for :func:`run`'s result; ``targets=False`` leaves out the
     project's targets (README's benchmark section shows them; the book does not)."""
-    lines = [f"chi={out['chi']} steps={out['steps']} beta={out['beta']} (min of {out['repeats']} after a warm-up)",
+    lines = [f"chi={out['chi']} steps={out['steps']} beta={out['beta']} (min of {out['repeats']} after a warm-up; "
+             f"primal: jit of the unrolled graph, the modes scan)",
              f"{'row':14s} {'first call':>11s} {'steady':>9s} {'XLA temp':>10s}"]
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "

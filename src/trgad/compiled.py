@@ -19,6 +19,7 @@ caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
 from __future__ import annotations
 
 import os
+import warnings
 
 import jax
 
@@ -26,39 +27,47 @@ _CACHES = {}
 
 #: XLA options of every program the package compiles: the CPU back end's legacy loop
 #: emitters instead of its fusion emitters, and LLVM without optimisation passes.  Why: a
-#: first call is mostly XLA:CPU compiling, whose time grows with the number of kernels, and a
-#: derivative has at least twice the primal's; these two settings together make a derivative
-#: program compile two to several times faster (either alone saves little); the price is
-#: in its steady calls, whose many small element-wise kernels now run unoptimised: a
-#: derivative program runs slower by a fraction, the primal pass (mostly LAPACK's SVD and
-#: the contractions' library calls) hardly at all.  The modes chapter (book/modes.md)
-#: measures both sides at every build.  Results agree with XLA's defaults to rounding (a
-#: reduction's order may differ).
+#: first call is mostly XLA compiling, whose time grows with the number of kernels, and a
+#: derivative has at least twice the primal's; with these two settings a derivative program
+#: compiles faster, and its steady calls change little.  The modes chapter (book/modes.md)
+#: measures both, under these options and under :data:`XLA_DEFAULTS`, at every build;
+#: tests/test_compiled.py checks that results agree with XLA's defaults to 1e-12.
 #: :func:`setup` (run when ``trgad`` is imported) puts them in ``XLA_FLAGS`` for the whole
-#: process, eager operations included, and :func:`jit` passes them to each program; a value
-#: already named in ``XLA_FLAGS`` wins, e.g. ``XLA_FLAGS="--xla_backend_optimization_level=3
-#: --xla_cpu_use_fusion_emitters=true"`` gives XLA's defaults back for a long run.  JAX's
-#: persistent cache keys a program by its options and by ``XLA_FLAGS``, so settings never
-#: mix.  Source: XLA's ``DebugOptions`` fields of these names.
+#: process and its children, eager operations and your own ``jax.jit`` programs included,
+#: and :func:`jit` passes them to each of trgad's programs; a value already named in
+#: ``XLA_FLAGS`` wins, e.g. ``XLA_FLAGS="--xla_backend_optimization_level=3
+#: --xla_cpu_use_fusion_emitters=true"`` gives XLA's defaults back.  XLA reads
+#: ``XLA_FLAGS`` once, when JAX's back end starts: import trgad before any JAX work, or
+#: only :func:`jit`'s programs get the options (:func:`setup` warns), and JAX's persistent
+#: cache, which keys programs by the ``XLA_FLAGS`` it sees, may then file a program
+#: compiled with XLA's defaults under these options.  Source: XLA's ``DebugOptions`` fields
+#: of these names.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 #: XLA's own defaults for the same options (its ``DebugOptions`` defaults), for comparison.
 XLA_DEFAULTS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 3}
 
 
 def _parse_flags(text):
-    """``{name: value}`` of the ``--name=value`` words of an ``XLA_FLAGS`` string (booleans
-    and integers converted, anything else kept as text)."""
+    """``{name: value}`` of the ``--name=value`` words of an ``XLA_FLAGS`` string (the value
+    as text; None for a bare ``--name``)."""
     flags = {}
     for word in (text or "").split():
-        name, _, value = word.lstrip("-").partition("=")
-        low = value.strip().lower()
-        if low in ("true", "false"):
-            flags[name] = low == "true"
-        elif low.lstrip("-").isdigit():
-            flags[name] = int(low)
-        else:
-            flags[name] = value
+        name, eq, value = word.lstrip("-").partition("=")
+        flags[name] = value.strip() if eq else None
     return flags
+
+
+def _as_type_of(default, text):
+    """An ``XLA_FLAGS`` value read as the type of ``default``: for a bool, a bare flag, 1 and
+    true (any case) are True, 0 and false False, as XLA reads them; else int; text that
+    does not parse is kept as it is (XLA will name it)."""
+    if isinstance(default, bool):
+        low = "true" if text is None else text.lower()
+        return {"true": True, "1": True, "false": False, "0": False}.get(low, text)
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return text
 
 
 def setup(environ=None):
@@ -66,18 +75,34 @@ def setup(environ=None):
     ``environ["XLA_FLAGS"]`` (default ``os.environ``) is appended to it, and each one named
     there takes that value in :data:`COMPILER_OPTIONS`.  XLA reads ``XLA_FLAGS`` once, when
     JAX's back end starts; if it has started already, eager operations keep XLA's defaults
-    and only :func:`jit`'s programs get the options.  Returns the options in force."""
+    and only :func:`jit`'s programs get the options: then a warning says so (only when
+    ``environ`` is the process's own).  Returns the options in force."""
+    own = environ is None
     environ = os.environ if environ is None else environ
     named = _parse_flags(environ.get("XLA_FLAGS", ""))
     extra = []
     for name, value in list(COMPILER_OPTIONS.items()):
         if name in named:
-            COMPILER_OPTIONS[name] = named[name]
+            COMPILER_OPTIONS[name] = _as_type_of(value, named[name])
         else:
             extra.append(f"--{name}={str(value).lower()}")
     if extra:
         environ["XLA_FLAGS"] = " ".join([environ.get("XLA_FLAGS", "").strip()] + extra).strip()
+        if own and _backend_started():
+            warnings.warn("trgad was imported after JAX's back end started: XLA_FLAGS is "
+                          "set but XLA has read it already, so only trgad's own programs "
+                          "get trgad.compiled.COMPILER_OPTIONS", stacklevel=3)
     return dict(COMPILER_OPTIONS)
+
+
+def _backend_started():
+    """Whether JAX's back end has started (XLA has read ``XLA_FLAGS``); False if this JAX
+    cannot tell."""
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return False
 
 
 def jit(fn, **kwargs):
