@@ -13,8 +13,8 @@ next process.
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
 
 :func:`jit` is how the package compiles a top-level program: ``jax.jit`` with
-:data:`COMPILER_OPTIONS`, XLA settings under which a derivative program compiles two to several times faster, which
-:func:`setup` also gives the process's eager operations.
+:data:`COMPILER_OPTIONS`, XLA settings under which a derivative program compiles faster,
+which :func:`setup` also gives the process's eager operations.
 """
 from __future__ import annotations
 
