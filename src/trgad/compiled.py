@@ -29,7 +29,8 @@ _CACHES = {}
 #: emitters instead of its fusion emitters, and LLVM without optimisation passes.  Why: a
 #: first call is mostly XLA compiling, whose time grows with the number of kernels, and a
 #: derivative has at least twice the primal's; with these two settings a derivative program
-#: compiles faster, and its steady calls change little.  The reproducibility appendix
+#: compiles faster, and its steady calls may run slower (its many small element-wise kernels
+#: are not optimised).  The reproducibility appendix
 #: (book/reproducibility.md) measures both, under these options and under
 #: :data:`XLA_DEFAULTS`, at every build;
 #: tests/test_compiled.py checks that results agree with XLA's defaults to 1e-12.
