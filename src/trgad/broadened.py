@@ -19,7 +19,8 @@ Wang and Xiang, Phys. Rev. X 9, 031041 (2019).  What that code does, and what is
   epsilon is absolute, so how much it broadens depends on the matrix's scale (next point).
 * **Its TRG** divides T by max |T| before each step and keeps
   D_new = min(D^2, chi, #(S_a > 1e-15), #(S_b > 1e-15)) values, chosen at run time.  Here
-  the book's TRG (:func:`trgad.trg.lnz_per_site`) is used unchanged, only its ``split``
+  the book's TRG (:func:`trgad.trg.trg_step`, its repeated full-size steps in one
+  ``lax.scan``, :func:`trgad.modes.lnz_scanned`) is used unchanged, only its ``split``
   replaced (:func:`ops`).  The book divides T by its Frobenius norm; :func:`split` hands
   the rule M / max|M|, which is tensorgrad's matrix T / max|T|, so the absolute epsilon
   broadens exactly as much as there (on the book's scale, s_0 <= 1 instead of >= 1, it
@@ -49,7 +50,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from . import compiled, trg
+from . import compiled, modes, trg
 from .validate import InputError, check_beta, check_choice, check_positive, check_range
 
 #: tensorgrad's ``safe_inverse`` default (``tensornets/adlib/svd.py``).
@@ -181,13 +182,16 @@ _TENSORGRAD_PROGRAMS = compiled.registry("broadened")
 def program(schedule):
     """The compiled (beta, epsilon, exact_discarded) -> (lnZ/N, d lnZ/N/d beta,
     d^2 lnZ/N/d beta^2) of the book's TRG through :func:`split`, second derivative by
-    reverse over reverse (``jax.grad`` of ``jax.grad``, as tensorgrad's ``ising.py``);
-    cached per schedule.  Call it with three Python floats."""
+    reverse over reverse (``jax.grad`` of ``jax.grad``, as tensorgrad's ``ising.py``), the
+    repeated full-size steps in one ``lax.scan`` (:func:`trgad.modes.lnz_scanned`; tensorgrad
+    unrolls them: the same values up to the order of a floating-point sum, and a program
+    compiled once for the repeated step); cached per schedule.  Call it with three Python
+    floats."""
     key = tuple(int(k) for k in schedule)
     if key not in _TENSORGRAD_PROGRAMS:
         def first(b, eps, weight):
             namespace = ops(eps, weight)
-            lnz = lambda x: trg.lnz_per_site(x, key, namespace)        # noqa: E731
+            lnz = lambda x: modes.lnz_scanned(x, key, namespace)       # noqa: E731
             value, slope = jax.value_and_grad(lnz)(b)
             return slope, value
 
