@@ -1,9 +1,11 @@
-"""The package's compile options (trgad.compiled.COMPILER_OPTIONS, setup, jit)."""
+"""The package's compile options (trgad.compiled.COMPILER_OPTIONS, setup, jit) and its
+ahead-of-time compilation side by side (trgad.compiled.SideBySide)."""
 import os
 import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 from trgad import compiled, trg, whole
@@ -49,3 +51,17 @@ def test_programs_agree_with_xla_defaults_to_rounding(order):
                                            "xla_backend_optimization_level": 3})
     ref = [float(x) for x in jax.tree_util.tree_leaves(default(0.3))]
     assert ours == pytest.approx(ref, rel=1e-12, abs=0)
+
+
+def test_side_by_side_compiles_ahead_and_skips_what_exists():
+    program = compiled.Compiled(lambda x: (2.0 * x, jnp.sum(x)))
+    with compiled.SideBySide() as ahead:
+        out = ahead.submit(program, jax.ShapeDtypeStruct((3,), jnp.float64))
+        assert not program.executables          # stored when the block ends
+    assert [o.shape for o in out] == [(3,), ()]
+    assert len(program.executables) == 1
+    y, total = program(jnp.arange(3.0))
+    assert total == 3.0 and list(y) == [0.0, 2.0, 4.0] and len(program.executables) == 1
+    with compiled.SideBySide() as ahead:
+        again = ahead.submit(program, jnp.ones(3))
+    assert [o.shape for o in again] == [(3,), ()] and len(program.executables) == 1

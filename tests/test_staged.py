@@ -141,6 +141,24 @@ def test_second_order_programs_per_shape(fresh_programs):
     assert staged.compiled_shapes() == []
 
 
+@pytest.mark.parametrize("order", [1, 2])
+def test_compile_ahead_compiles_what_the_pass_runs(order, fresh_programs):
+    # the shapes come from the schedule alone: the pass itself then compiles nothing new
+    sched = [2, 4, 4]                     # (D, k) = (2, 2), (2, 4), (4, 4); nothing truncated
+    staged.compile_ahead(sched, order)
+    before = len(staged.executables())
+    assert before == (3 + 2 if order == 2 else 2 * 3 + 4)   # per shape, plus the two ends
+    run = staged.value_grad_hess_jax if order == 2 else staged.value_and_grad_jax
+    out = run(BETA, sched)
+    assert len(staged.executables()) == before
+    assert abs(out[1] - trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
+
+
+def test_compile_ahead_refuses_a_bad_order():
+    with pytest.raises(trgad.InputError, match="order"):
+        staged.compile_ahead([2, 4], order=3)
+
+
 @pytest.mark.parametrize("beta", [1e-6, 1e12])
 def test_fd_step_keeps_both_points_positive_and_distinct(beta):
     h = staged.fd_step(beta)

@@ -163,11 +163,61 @@ class Compiled:
         self.jit = jit(fn)
         self.executables = {}
 
-    def __call__(self, *args):
+    @staticmethod
+    def _key(args):
         leaves, tree = jax.tree_util.tree_flatten(args)
-        key = (tree, tuple((jax.numpy.shape(x), str(getattr(x, "dtype", type(x).__name__)))
-                           for x in leaves))
+        return (tree, tuple((jax.numpy.shape(x), str(getattr(x, "dtype", type(x).__name__)))
+                            for x in leaves))
+
+    def __call__(self, *args):
+        key = self._key(args)
         exe = self.executables.get(key)
         if exe is None:
             exe = self.executables[key] = self.jit.lower(*args).compile()
         return exe(*args)
+
+
+class SideBySide:
+    """Compile several :class:`Compiled` programs at once, ahead of their first calls.
+
+    ``with SideBySide() as ahead:`` then ``ahead.submit(program, *args)`` for each program:
+    ``args`` may be arrays or ``jax.ShapeDtypeStruct``; ``submit`` traces and lowers the
+    program now, in this thread (Python and JAX tracing hold the interpreter lock), hands
+    XLA's compilation to a pool of ``workers`` threads (default ``os.cpu_count()``; XLA
+    releases the lock while it compiles) and returns the program's output shapes
+    (``jax.ShapeDtypeStruct`` pytree), so that a program whose input is another's output
+    can be submitted next.  Leaving the block waits for every compilation and stores each
+    executable in its program's ``executables``, as a call would have; an exception from a
+    compilation is raised there.  A program already compiled for those shapes is skipped.
+    Why: independent programs (the staged per-shape step programs) then compile on all
+    cores while the next one is traced, instead of one after another.  Source:
+    ``jax.jit(...).lower(...).compile()`` ("Ahead-of-time lowering and compilation" in the
+    JAX documentation) and :class:`concurrent.futures.ThreadPoolExecutor`.
+    """
+
+    def __init__(self, workers=None):
+        self.workers = workers or os.cpu_count() or 1
+        self._pending = []
+
+    def __enter__(self):
+        from concurrent.futures import ThreadPoolExecutor
+        self._pool = ThreadPoolExecutor(self.workers)
+        return self
+
+    def submit(self, program, *args):
+        key = program._key(args)
+        if key in program.executables:
+            return program.executables[key].out_info
+        lowered = program.jit.lower(*args)
+        self._pending.append((program, key, self._pool.submit(lowered.compile)))
+        return lowered.out_info
+
+    def __exit__(self, *exc):
+        try:
+            for program, key, future in self._pending:
+                exe = future.result()
+                if exc[0] is None:
+                    program.executables[key] = exe
+        finally:
+            self._pool.shutdown(wait=True)
+        return False

@@ -8,9 +8,10 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
   says which second-order form each method uses, and why).  The repeated full-size steps
   are one ``jax.lax.scan`` inside that graph (:func:`lnz_scanned`), so the step is traced,
   transformed and compiled once; the transform still sees the whole graph.
-* ``staged`` - one transform per TRG step, programs compiled per (D, k)
-  (:mod:`trgad.staged`); c exactly by :func:`trgad.staged.value_grad_hess_jax`, or by the
-  central difference of two staged gradients (``c_method="fd"``).
+* ``staged`` - one transform per TRG step, programs compiled per (D, k), side by side
+  before the pass (:mod:`trgad.staged`); c exactly by :func:`trgad.staged.value_grad_hess_jax`
+  (forward over forward, step by step), or by the central difference of two staged
+  gradients (``c_method="fd"``).
 * ``forward_mode`` - forward-mode AD only: u from one ``jax.jvp`` in beta, c from
   ``jax.jvp`` of that (forward over forward); "forward" is accepted as a deprecated alias
   for one release (:data:`trgad.validate.DEPRECATED_NAMES`).  Taylor mode
@@ -69,9 +70,11 @@ SECOND_FORMS = ("forward-over-forward", "forward-over-reverse", "reverse-over-fo
 #: which may be this package's SVD rule under remat rather than JAX).  ``whole``: forward
 #: over reverse, the form whose program compiled fastest of the three (a first call is
 #: mostly compilation); :func:`trgad.whole.specific_heat_autodiff` is reverse over reverse.
+#: ``staged``: forward over forward one step at a time (:func:`trgad.staged.value_grad_hess_jax`:
+#: each step's jet program, no backward pass).
 #: ``python -m trgad bench --json`` measures each method's c (its ``second_order`` rows).
 SECOND_FORM = {"whole": "forward-over-reverse", "forward_mode": "forward-over-forward",
-               "checkpoint": "reverse-over-forward"}
+               "checkpoint": "reverse-over-forward", "staged": "forward-over-forward"}
 
 
 def check_method(method):

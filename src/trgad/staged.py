@@ -31,10 +31,12 @@ the registry of :mod:`trgad.compiled` (``compiled.clear()`` forgets them).  The
 first-order steps run through :data:`trgad.trg.JAX_REVERSE` (the split's pullback written
 out, :func:`trgad.svd.balanced_split_reverse`): the pullback programs are reverse mode only.
 
-Second derivative (:func:`value_grad_hess_jax`): the same staging for the pair (T_i,
-dT_i/d beta): one JVP program per (D, k) forward, one VJP of it backward, so the specific
+Second derivative (:func:`value_grad_hess_jax`): the same staging for the jet (T_i,
+dT_i/d beta, d2T_i/d beta2), one forward-over-forward program per (D, k), so the specific
 heat is exact (:func:`specific_heat_exact`); the central difference of two staged
-gradients (:func:`specific_heat`, the source report's way) stays available.
+gradients (:func:`specific_heat`, the source report's way) stays available.  The shapes of
+every program follow from the schedule, so a pass compiles them all before it runs, side by
+side on the machine's cores (:func:`compile_ahead`).
 """
 from __future__ import annotations
 
@@ -42,13 +44,14 @@ import jax
 import jax.numpy as jnp
 
 from . import compiled, ising, trg
-from .validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_schedule
+from .validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_order, check_schedule
 
 #: Step of the central difference for the specific heat, as in the source report (h = 1e-5).
 FD_STEP = 1e-5
 
-#: (step program, pullback program) pairs, keyed ("step", D, k), ("jvp", D, k) and by name
-#: for the ends (registered: :func:`trgad.compiled.clear`).
+#: (step program, pullback program) pairs, keyed ("step", D, k) and by name for the ends, and
+#: 1-tuples (jet program,) keyed ("jet", D, k) and "init2", "tail2" for the second order
+#: (registered: :func:`trgad.compiled.clear`).
 _PROGRAMS = compiled.registry("staged")
 
 
@@ -104,31 +107,80 @@ def end_programs():
             vjp_pair("tail", lambda t, w: w * trg.JAX.log(trg.torus_trace(t, trg.JAX))))
 
 
+def jet(fn):
+    """(x, dx, d2x) -> (y, dy, d2y) for y = fn(x) along one direction: the first two
+    derivatives carried forward, dy = fn'(x) dx and d2y = fn''(x)[dx, dx] + fn'(x) d2x
+    (``jax.jvp`` of ``jax.jvp``, forward over forward; outputs are pytrees like fn's).
+    Composing jets composes the chain rule: the jet of step i's output is step i + 1's
+    input, so a pass of per-step jets needs no backward pass (beta is one number)."""
+    def second(x, dx, d2x):
+        first = lambda y, dy: jax.jvp(fn, (y,), (dy,))                  # noqa: E731
+        (y, dy), (_, d2y) = jax.jvp(first, (x, dx), (dx, d2x))
+        return y, dy, d2y
+    return second
+
+
 def second_order_programs(D, k):
-    """The (step, pullback) programs of one step's JVP, (T, dT) -> (T', ln, dT', dln), from
-    bond dimension D keeping k: the second-order pass (:func:`value_grad_hess_jax`) takes one
-    VJP of each.  Kept apart from :func:`step_programs`."""
+    """The program of one step's jet, (T, dT, d2T) -> ((T', ln), (dT', dln), (d2T', d2ln)),
+    from bond dimension D keeping k (:func:`jet` of :func:`trgad.trg.trg_step`, through
+    :data:`trgad.trg.JAX`): the second-order pass (:func:`value_grad_hess_jax`) runs one per
+    step.  A :class:`trgad.compiled.Compiled`, kept apart from :func:`step_programs`."""
     D, k = int(D), int(k)
-
-    def jvp_step(pair):
-        (t2, ln), (dt2, dln) = jax.jvp(lambda t: trg.trg_step(t, k, trg.JAX), (pair[0],), (pair[1],))
-        return t2, ln, dt2, dln
-
-    return vjp_pair(("jvp", D, k), jvp_step)
+    key = ("jet", D, k)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = (compiled.Compiled(jet(lambda t: trg.trg_step(t, k, trg.JAX))),)
+    return _PROGRAMS[key][0]
 
 
 def second_order_end_programs():
-    """The initial tensor's and the trace term's JVP programs for the second-order pass:
-    beta -> (T_0, dT_0/dbeta) and (T_n, dT_n, w) -> (w ln tr T_n, its tangent)."""
+    """The jets of the second-order pass's two ends: beta -> (T_0, dT_0, d2T_0) (the
+    initial tensor, :func:`trgad.ising.initial_tensor`) and (T_n, dT_n, d2T_n, w) ->
+    (w ln tr T_n, its first and second derivative)."""
     ops = trg.JAX
+    for name, fn in (("init2", lambda b: jet(lambda x: ising.initial_tensor(x, ops))(b, 1.0, 0.0)),
+                     ("tail2", lambda T, dT, d2T, w: jet(
+                         lambda t: w * ops.log(trg.torus_trace(t, ops)))(T, dT, d2T))):
+        if name not in _PROGRAMS:
+            _PROGRAMS[name] = (compiled.Compiled(fn),)
+    return _PROGRAMS["init2"][0], _PROGRAMS["tail2"][0]
 
-    def init(b):
-        return jax.jvp(lambda x: ising.initial_tensor(x, ops), (b,), (1.0,))
 
-    def tail(pair, w):
-        return jax.jvp(lambda t: w * ops.log(trg.torus_trace(t, ops)), (pair[0],), (pair[1],))
+def _shapes(ks):
+    """The distinct (D, k) of a schedule, in the order the steps meet them."""
+    return list(dict.fromkeys(zip([2] + list(ks[:-1]), ks)))
 
-    return vjp_pair("init2", init), vjp_pair("tail2", tail)
+
+def _f64(*shape):
+    return jax.ShapeDtypeStruct(shape, jnp.float64)
+
+
+def compile_ahead(schedule, order=1):
+    """Compile every program a staged pass of ``schedule`` needs (``order`` 1:
+    :func:`value_and_grad_jax`'s, 2: :func:`value_grad_hess_jax`'s) before it runs, side by
+    side (:class:`trgad.compiled.SideBySide`): each is traced in turn while XLA compiles the
+    ones before it on the machine's cores.  The passes call it themselves; programs already
+    compiled are skipped.  Their shapes follow from the schedule alone: step i's input has
+    D = schedule[i - 1] (2 for step 0).  Raises InputError for a bad schedule or order."""
+    ks, order = check_schedule(schedule), check_order(order)
+    scalar = _f64()
+    with compiled.SideBySide() as ahead:
+        if order == 2:
+            init, tail = second_order_end_programs()
+            ahead.submit(init, scalar)
+            for D, k in _shapes(ks):
+                ahead.submit(second_order_programs(D, k), *(_f64(D, D, D, D),) * 3)
+            ahead.submit(tail, *(_f64(*(ks[-1],) * 4),) * 3, scalar)
+            return
+        (init_step, init_pull), (tail_step, tail_pull) = end_programs()
+        _, res = ahead.submit(init_step, scalar)
+        ahead.submit(init_pull, res, _f64(2, 2, 2, 2))
+        for D, k in _shapes(ks):
+            step, pull = step_programs(D, k)
+            (T_next, ln), res = ahead.submit(step, _f64(D, D, D, D))
+            ahead.submit(pull, res, (T_next, ln))
+        Tn = _f64(*(ks[-1],) * 4)
+        _, res = ahead.submit(tail_step, Tn, scalar)
+        ahead.submit(tail_pull, res, scalar)
 
 
 def compiled_shapes():
@@ -138,8 +190,8 @@ def compiled_shapes():
 
 
 def compiled_second_order_shapes():
-    """The (D, k) pairs for which a second-order (JVP-of-step) program exists, in order."""
-    return [key[1:] for key in _PROGRAMS if key[0] == "jvp"]
+    """The (D, k) pairs for which a second-order (step jet) program exists, in order."""
+    return [key[1:] for key in _PROGRAMS if key[0] == "jet"]
 
 
 def executables():
@@ -196,6 +248,7 @@ def value_and_grad_jax(beta, schedule):
     its own graph with its own vjp), written with ``jax.vjp``.
     """
     beta, ks = check_beta(beta), check_schedule(schedule)
+    compile_ahead(ks)
     f64 = jnp.float64
     (init_step, init_pullback), (tail_step, tail_pullback) = end_programs()
     # forward: every step starts from a fresh leaf (the previous step's concrete output)
@@ -223,50 +276,38 @@ def value_and_grad_jax(beta, schedule):
 def value_grad_hess_jax(beta, schedule):
     """lnZ/N and its first two beta-derivatives, exactly, by staged per-step programs.
 
-    Reverse over forward, one step at a time: the forward pass carries (T_i, dT_i/dbeta)
-    through each step's JVP program (so d(lnZ/N)/d beta = 2 + sum_i w_i dln||T_i|| +
-    w_n d ln tr T_n comes out of it, w_i = 2**-i), and the backward pass takes one VJP of
-    each step's JVP, last to first, with the output cotangents (Tbar', 0, dTbar', w_i): the
-    cotangent of dT_i is the first-order Tbar_i, that of T_i its derivative in beta.  A VJP
-    through the initial tensor's JVP then gives d^2(lnZ/N)/d beta^2 (2 beta, added back,
-    has none).  As in :func:`value_and_grad_jax` each program is compiled once per (D, k)
-    and the pullback program reuses its step program's residuals; the second-order programs
-    are separate from the first-order ones (:func:`second_order_programs`,
-    :func:`compiled_second_order_shapes`).
+    Forward over forward, one step at a time: the pass carries the jet (T_i, dT_i/dbeta,
+    d2T_i/dbeta2) through each step's jet program (:func:`second_order_programs`, ``jax.jvp``
+    of ``jax.jvp`` of one step), so each derivative of lnZ/N is the same weighted sum as
+    lnZ/N itself: d^m(lnZ/N)/dbeta^m = sum_i w_i d^m ln||T_i|| + w_n d^m ln tr T_n
+    (w_i = 2**-i), plus the derivative of 2 beta (2, then 0).  No transform sees more than
+    one step, and no backward pass is needed: beta is one number, and forward mode costs one
+    pass per input.  Programs are compiled once per (D, k), side by side before the pass
+    (:func:`compile_ahead`), kept apart from the first-order ones
+    (:func:`compiled_second_order_shapes`).
 
     Parameters: beta (1/J) and schedule, sequence of int, as :func:`value_and_grad_jax`.
 
     Returns (lnz, dlnz, d2lnz), Python floats: u = -dlnz (J), c = beta**2 d2lnz (k_B).
 
-    Raises InputError for a bad beta or schedule.  Source: the staged fix, one
-    transform per step, with the chain rule for (T, dT) pairs instead of T (forward mode
-    over the steps, reverse mode over the pairs: e.g. Griewank and Walther, *Evaluating
-    Derivatives*, 2nd ed., ch. 5, second-order adjoints).
+    Raises InputError for a bad beta or schedule.  Source: the staged fix, one transform per
+    step, applied to second-order forward mode (e.g. Griewank and Walther, *Evaluating
+    Derivatives*, 2nd ed., ch. 13, Taylor propagation: jets compose step by step).
     """
     beta, ks = check_beta(beta), check_schedule(schedule)
+    compile_ahead(ks, order=2)
     f64 = jnp.float64
-    (init_step, init_pullback), (tail_step, tail_pullback) = second_order_end_programs()
-    pair, res0 = init_step(jnp.asarray(beta, dtype=f64))
-    stages, ln_norms, d_ln_norms = [], [], []
-    for k in ks:
-        step, pullback = second_order_programs(pair[0].shape[0], k)
-        (T, ln, dT, dln), res = step(pair)
-        pair = (T, dT)
-        stages.append((pullback, res))
-        ln_norms.append(ln)
-        d_ln_norms.append(dln)
-    n = len(ks)
-    (tail, d_tail), res_n = tail_step(pair, jnp.asarray(1.0 / 2**n, dtype=f64))
-    zero, one = jnp.zeros((), dtype=f64), jnp.ones((), dtype=f64)
-    # dL = sum_i w_i dln_i + d_tail is what the backward pass differentiates in beta
-    ct = tail_pullback(res_n, (zero, one))
-    for i in range(n - 1, -1, -1):
-        pullback, res = stages[i]
-        ct = pullback(res, (ct[0], zero, ct[1], jnp.asarray(1.0 / 2**i, dtype=f64)))
-    d2lnz = init_pullback(res0, ct)
-    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
-    dlnz = float(d_tail) + sum(float(d) / 2**i for i, d in enumerate(d_ln_norms))
-    return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), float(d2lnz)
+    init, tail = second_order_end_programs()
+    T, dT, d2T = init(jnp.asarray(beta, dtype=f64))
+    sums = [0.0, 0.0, 0.0]
+    for i, k in enumerate(ks):
+        (T, ln), (dT, dln), (d2T, d2ln) = second_order_programs(T.shape[0], k)(T, dT, d2T)
+        for m, x in enumerate((ln, dln, d2ln)):
+            sums[m] = sums[m] + x * (1.0 / 2**i)
+    ends = tail(T, dT, d2T, jnp.asarray(1.0 / 2**len(ks), dtype=f64))
+    lnz, dlnz, d2lnz = (float(sums[m] + ends[m]) for m in range(3))
+    # the factor e^{2 beta} per site taken out of the initial tensor (trgad.ising)
+    return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), d2lnz
 
 
 # --------------------------------------------------------------------------------------

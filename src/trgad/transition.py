@@ -7,11 +7,13 @@ of steps, with Onsager's infinite-lattice value beside each, and locates the pea
 together; a chi that cuts a multiplet of equal singular values at some beta is reported
 for that beta (its row has ``error``), never silently rounded.
 
-The default method is ``checkpoint`` (reverse over forward through the checkpointed
-``lax.scan``, :mod:`trgad.modes`): a scan of n betas costs one compilation per schedule
-plus n calls, and the checkpointed scan compiles the fewest distinct step programs
-(its repeated step once).  :func:`trgad.bench.second_order_costs` measures the first and
-steady calls of every method (``python -m trgad bench --json``, its ``second_order`` rows).
+The default method is ``staged`` (forward over forward, one step at a time,
+:func:`trgad.staged.value_grad_hess_jax`): it compiles one program per step shape (D, k),
+and every schedule of a scan meets the same few shapes, so a scan of n betas costs one
+compilation of those shapes plus n passes, however many schedules the betas need; the
+other methods compile one program per schedule.  :func:`trgad.bench.second_order_costs`
+measures the first and steady calls of every method (``python -m trgad bench --json``, its
+``second_order`` rows).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from .exact import BETA_C, onsager
 from .validate import InputError, check_beta, check_chi, check_int, check_steps
 
 #: The exact mode :func:`scan` uses unless told (see the module docstring).
-DEFAULT_METHOD = "checkpoint"
+DEFAULT_METHOD = "staged"
 
 
 def beta_grid(n=41, low=0.3, high=0.6, focus=BETA_C, power=2.0):
