@@ -21,7 +21,8 @@ SLOW = pytest.mark.slow
 
 @pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150])
 @pytest.mark.parametrize("m,n,k", [(6, 6, 3), pytest.param(8, 5, 2, marks=SLOW), pytest.param(5, 8, 4, marks=SLOW),
-                                   (16, 16, 16), pytest.param(16, 16, 5, marks=SLOW)])
+                                   (16, 16, 16), pytest.param(16, 16, 5, marks=SLOW),
+                                   pytest.param(8, 5, 5, marks=SLOW), pytest.param(5, 8, 5, marks=SLOW)])
 def test_pullback_is_the_transpose_of_the_tangent_rule(m, n, k, scale):
     rng = np.random.default_rng(m * 100 + n * 10 + k)
     M = jnp.asarray(rng.standard_normal((m, n))) * scale

@@ -142,11 +142,14 @@ def test_split_is_exact_to_second_order_at_degeneracy(values, m, n, k):
         assert second_derivatives(psi)[0] == pytest.approx(rr, rel=1e-9)
 
 
-def test_split_tangent_against_differences_in_numpy():
+# truncated (6 x 5, k = 3), and nothing discarded on one side or both (k = m, k = n), where
+# the rule leaves out the kept-discarded part that vanishes there
+@pytest.mark.parametrize("m, n, k", [(6, 5, 3), (5, 5, 5), (5, 7, 5), (7, 5, 5)])
+def test_split_tangent_against_differences_in_numpy(m, n, k):
     rng = np.random.default_rng(11)
-    M = rotated([3.0, 2.0, 1.5, 1.0, 0.2], 6, 5)
+    M = rotated([3.0, 2.0, 1.5, 1.0, 0.2], m, n)
     dM = rng.normal(size=M.shape)
-    k, h = 3, 1e-6
+    h = 1e-6
 
     def halves_at(x):
         U, s, Vh = np.linalg.svd(M + x * dM, full_matrices=False)

@@ -246,7 +246,8 @@ def frozen_solves(xp, Sigma, s, A_left, A_right, U_d, V_d, w):
 def _split_frame(xp, M, X, Y, s, discarded):
     """Covariant quantities of the split (X, Y) of M, in units of c = s[0]: the halves X/sqrt c,
     Y/sqrt c, Sigma = X^T X, the left inverses X+ = Sigma^-1 X^T and (Y+)^T = Sigma^-1 Y,
-    M_perp/c = (1 - X X+) M (1 - Y+ Y) / c, and the solvers of :func:`frozen_solves`."""
+    M_perp/c = (1 - X X+) M (1 - Y+ Y) / c (None where k = m or k = n: then it is 0), and
+    the solvers of :func:`frozen_solves`."""
     c = s[0] if xp is np else jax.lax.stop_gradient(s[0])
     rc = xp.sqrt(c)
     Xt, Yt, st = X / rc, Y / rc, s / c
@@ -254,8 +255,9 @@ def _split_frame(xp, M, X, Y, s, discarded):
     Sigma = Xt.T @ Xt
     holder = {}
     inv, lyap, left, right = frozen_solves(
-        xp, Sigma, st, lambda Z: holder["P"] @ (holder["P"].T @ Z),
-        lambda Z: holder["P"].T @ (holder["P"] @ Z), U_d, Vh_d.T, s_d / c)
+        xp, Sigma, st, lambda Z: 0.0 * Z if holder["P"] is None else holder["P"] @ (holder["P"].T @ Z),
+        lambda Z: 0.0 * Z if holder["P"] is None else holder["P"].T @ (holder["P"] @ Z),
+        U_d, Vh_d.T, s_d / c)
     Xp, Ypt = inv(Xt.T), inv(Yt)
 
     def perp_left(R):
@@ -268,7 +270,10 @@ def _split_frame(xp, M, X, Y, s, discarded):
             R = R - Ypt.T @ (Yt @ R)
         return R
 
-    holder["P"] = perp_left(perp_right((M / c - Xt @ Yt).T).T)
+    if Xt.shape[0] == Xt.shape[1] or Yt.shape[0] == Yt.shape[1]:
+        holder["P"] = None        # k = m or k = n: a projector of M_perp is 0, so is M_perp
+    else:
+        holder["P"] = perp_left(perp_right((M / c - Xt @ Yt).T).T)
     return c, rc, Xt, Yt, Sigma, Xp, Ypt, holder["P"], perp_left, perp_right, lyap, left, right
 
 
@@ -301,9 +306,16 @@ def split_tangent(xp, M, X, Y, s, dM, discarded):
     Q = Xp @ dM @ Ypt.T
     QS = Q @ Sigma
     alpha = 0.5 * lyap(QS + QS.T) + lyap(0.5 * (QS - QS.T))
-    dXc = left(perp_left(dM @ (Yt.T @ Sigma) + P @ (dM.T @ Xt)))
-    dYc = right(perp_right(dM.T @ (Xt @ Sigma) + P.T @ (dM @ Yt.T)))
-    return (Xt @ alpha + dXc) / rc, ((Q - alpha) @ Yt + dYc.T) / rc
+    dX, dY = Xt @ alpha, (Q - alpha) @ Yt
+    # the kept-discarded parts; one vanishes identically where its projector is 0 (k = m,
+    # resp. k = n: nothing is discarded on that side), and then it is not computed
+    if Xt.shape[0] != Xt.shape[1]:
+        R = dM @ (Yt.T @ Sigma) + (0.0 if P is None else P @ (dM.T @ Xt))
+        dX = dX + left(perp_left(R))
+    if Yt.shape[0] != Yt.shape[1]:
+        R = dM.T @ (Xt @ Sigma) + (0.0 if P is None else P.T @ (dM @ Yt.T))
+        dY = dY + right(perp_right(R)).T
+    return dX / rc, dY / rc
 
 
 def check_finite_matrix(M, name="M"):
@@ -523,12 +535,17 @@ def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
     B = (Y_bar @ V) * rt[None, :]               # Y_bar V S^1/2
     C = (A - B) * g + B * q
     shifts = st ** 2
-    Z_X = _resolvent_eig(xp, shifts, X_bar - U @ (U.T @ X_bar), U_d, wt)
-    Z_Y = _resolvent_eig(xp, shifts, Y_bar.T - V @ (Vh @ Y_bar.T), V_d, wt)
     s32 = st * rt
     U_dw = U_d * wt[None, :]                     # M_perp / c = U_dw Vh_d
-    M_bar = (U @ C @ Vh + (Z_X * s32[None, :]) @ Vh + (U * rt[None, :]) @ ((Z_X.T @ U_dw) @ Vh_d)
-             + (U * s32[None, :]) @ Z_Y.T + (U_dw @ (Vh_d @ Z_Y)) @ (rt[:, None] * Vh))
+    M_bar = U @ C @ Vh
+    # the kept-discarded parts; Z_X is 0 where k = m (U is square: (1 - U U^T) = 0), Z_Y
+    # where k = n, and then they are not computed
+    if U.shape[0] != U.shape[1]:
+        Z_X = _resolvent_eig(xp, shifts, X_bar - U @ (U.T @ X_bar), U_d, wt)
+        M_bar = M_bar + (Z_X * s32[None, :]) @ Vh + (U * rt[None, :]) @ ((Z_X.T @ U_dw) @ Vh_d)
+    if Vh.shape[0] != Vh.shape[1]:
+        Z_Y = _resolvent_eig(xp, shifts, Y_bar.T - V @ (Vh @ Y_bar.T), V_d, wt)
+        M_bar = M_bar + (U * s32[None, :]) @ Z_Y.T + (U_dw @ (Vh_d @ Z_Y)) @ (rt[:, None] * Vh)
     return M_bar / xp.sqrt(c)
 
 
