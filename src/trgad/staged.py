@@ -164,11 +164,11 @@ def compile_ahead(schedule, order=1):
     ks, order = check_schedule(schedule), check_order(order)
     scalar = _f64()
     with compiled.SideBySide() as ahead:
-        if order == 2:
+        if order == 2:              # the small end programs last: the last compile is waited for
+            for D, k in _shapes(ks)[::-1]:
+                ahead.submit(second_order_programs(D, k), *(_f64(D, D, D, D),) * 3)
             init, tail = second_order_end_programs()
             ahead.submit(init, scalar)
-            for D, k in _shapes(ks):
-                ahead.submit(second_order_programs(D, k), *(_f64(D, D, D, D),) * 3)
             ahead.submit(tail, *(_f64(*(ks[-1],) * 4),) * 3, scalar)
             return
         (init_step, init_pull), (tail_step, tail_pull) = end_programs()
@@ -299,13 +299,14 @@ def value_grad_hess_jax(beta, schedule):
     f64 = jnp.float64
     init, tail = second_order_end_programs()
     T, dT, d2T = init(jnp.asarray(beta, dtype=f64))
-    sums = [0.0, 0.0, 0.0]
-    for i, k in enumerate(ks):
+    norms = []                  # (ln||T_i||, its first and second derivative) per step
+    for k in ks:
         (T, ln), (dT, dln), (d2T, d2ln) = second_order_programs(T.shape[0], k)(T, dT, d2T)
-        for m, x in enumerate((ln, dln, d2ln)):
-            sums[m] = sums[m] + x * (1.0 / 2**i)
+        norms.append((ln, dln, d2ln))
     ends = tail(T, dT, d2T, jnp.asarray(1.0 / 2**len(ks), dtype=f64))
-    lnz, dlnz, d2lnz = (float(sums[m] + ends[m]) for m in range(3))
+    # the weighted sums on the host, once every program has been dispatched
+    lnz, dlnz, d2lnz = (float(ends[m]) + sum(float(x[m]) / 2**i for i, x in enumerate(norms))
+                        for m in range(3))
     # the factor e^{2 beta} per site taken out of the initial tensor (trgad.ising)
     return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), d2lnz
 
