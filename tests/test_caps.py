@@ -1,7 +1,4 @@
 """trgad.caps: the TRGAD_PREVIEW switch is parsed in one place, strictly."""
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -26,40 +23,44 @@ def test_preview_unknown_is_a_one_line_error_naming_the_value(value):
     assert "\n" not in message and repr(value) in message and "TRGAD_PREVIEW" in message
 
 
-def _import_caps(value):
-    env = dict(os.environ, TRGAD_PREVIEW=value)
-    code = "from trgad import caps; print(caps.PREVIEW, caps.REPEATS)"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+@pytest.fixture
+def reimport(monkeypatch):
+    """Import trgad.caps afresh under TRGAD_PREVIEW=value (in this process: the module reads
+    the environment when it is imported); the module is put back afterwards."""
+    import importlib
+
+    def run(value):
+        monkeypatch.setenv("TRGAD_PREVIEW", value)
+        return importlib.reload(caps)
+
+    yield run
+    monkeypatch.delenv("TRGAD_PREVIEW", raising=False)
+    importlib.reload(caps)
 
 
-def test_module_reads_the_environment():
+def test_module_reads_the_environment(reimport):
     # "False" used to turn preview on (any non-empty value but 0/false/no did)
-    on, off = _import_caps("on"), _import_caps("False")
-    assert on.stdout.split() == ["True", "1"]
-    assert off.stdout.split() == ["False", "3"]
-    bad = _import_caps("maybe")
-    assert bad.returncode != 0 and "TRGAD_PREVIEW='maybe' is not known" in bad.stderr
+    on = reimport("on")
+    assert (on.PREVIEW, on.REPEATS) == (True, 1)
+    off = reimport("False")
+    assert (off.PREVIEW, off.REPEATS) == (False, 3)
+    with pytest.raises(InputError, match="TRGAD_PREVIEW='maybe' is not known"):
+        reimport("maybe")
 
 
-def _caps_values(value, names):
-    env = dict(os.environ, TRGAD_PREVIEW=value)
-    code = ("import json; from trgad import caps; "
-            f"print(json.dumps({{n: getattr(caps, n) for n in {names!r}}}))")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    import json
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def _caps_values(reimport, value, names):
+    module = reimport(value)
+    return {n: list(v) if isinstance(v, tuple) else v for n in names for v in [getattr(module, n)]}
 
 
 def _size(v):
     return sum(v) + len(v) if isinstance(v, list) else v
 
 
-def test_preview_caps_of_the_modes_are_smaller():
+def test_preview_caps_of_the_modes_are_smaller(reimport):
     names = ["MODES_STEPS", "GROWTH_STEPS", "GROWTH_CAP_SECONDS", "SECOND_STEPS", "PARAMS_STEPS", "C_SCAN_POINTS",
              "C_SCAN_CHIS", "C_SCAN_STEPS", "C_REFINE_POINTS"]
-    full, preview = _caps_values("0", names), _caps_values("1", names)
+    full, preview = _caps_values(reimport, "0", names), _caps_values(reimport, "1", names)
     for n in names:
         assert _size(preview[n]) <= _size(full[n]), n
     assert full["C_SCAN_POINTS"] >= 41 and full["GROWTH_STEPS"] == [10, 20, 40]

@@ -137,7 +137,7 @@ def test_staged_second_derivative_matches_exact_torus(steps):
 
 def test_second_order_programs_per_shape(fresh_programs):
     staged.value_grad_hess_jax(BETA, [2, 4, 4, 16, 16, 16])
-    assert staged.compiled_second_order_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
+    assert sorted(staged.compiled_second_order_shapes()) == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
     assert staged.compiled_shapes() == []
 
 

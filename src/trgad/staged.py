@@ -190,7 +190,8 @@ def compiled_shapes():
 
 
 def compiled_second_order_shapes():
-    """The (D, k) pairs for which a second-order (step jet) program exists, in order."""
+    """The (D, k) pairs for which a second-order (step jet) program exists, in the order
+    they were built (:func:`compile_ahead` builds the largest first)."""
     return [key[1:] for key in _PROGRAMS if key[0] == "jet"]
 
 
