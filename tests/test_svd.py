@@ -68,15 +68,17 @@ def fd2(phi, h=1e-3):
 
 def fd2_of_grad(phi, h=1e-5):
     """Central difference of the gradient (itself checked against differences of values)."""
-    g = jax.grad(phi)
+    g = jax.jit(jax.grad(phi))
     return (float(g(h)) - float(g(-h))) / (2 * h)
 
 
 def second_derivatives(phi):
-    """phi''(0) by reverse-over-reverse, forward-over-forward, forward-over-reverse."""
-    rr = float(jax.grad(jax.grad(phi))(0.0))
-    ff = float(jax.jvp(lambda x: jax.jvp(phi, (x,), (1.0,))[1], (0.0,), (1.0,))[1])
-    fr = float(jax.jvp(jax.grad(phi), (0.0,), (1.0,))[1])
+    """phi''(0) by reverse-over-reverse, forward-over-forward, forward-over-reverse, each one
+    jitted program (eagerly, every operation of a second-order rule is dispatched and
+    compiled one by one)."""
+    rr = float(jax.jit(jax.grad(jax.grad(phi)))(0.0))
+    ff = float(jax.jit(lambda x: jax.jvp(lambda y: jax.jvp(phi, (y,), (1.0,))[1], (x,), (1.0,))[1])(0.0))
+    fr = float(jax.jit(lambda x: jax.jvp(jax.grad(phi), (x,), (1.0,))[1])(0.0))
     return rr, ff, fr
 
 
@@ -88,7 +90,7 @@ def test_reconstruction_gradient_is_exact_at_degenerate_kept_values():
     # with respect to the matrix is W itself, symmetric W or not.
     A = jnp.diag(jnp.array([1.0, 1.0, 2.0, 3.0]))
     for W in (jnp.zeros((4, 4)).at[0, 1].set(1.0), jnp.zeros((4, 4)).at[0, 1].set(1.0).at[1, 0].set(1.0)):
-        g = jax.grad(lambda M: reconstruction(W)(*rule(M, 4)))(A)
+        g = jax.jit(jax.grad(lambda M: reconstruction(W)(*rule(M, 4))))(A)
         assert np.allclose(g, W, atol=1e-14)
     # the same on rotated matrices, square and rectangular, with and without truncation
     rng = np.random.default_rng(3)
@@ -98,7 +100,7 @@ def test_reconstruction_gradient_is_exact_at_degenerate_kept_values():
         W = jnp.asarray(rng.normal(size=(m, n)))
         U, s, Vh = np.linalg.svd(np.asarray(A), full_matrices=False)
         Pu, Pv = U[:, :k] @ U[:, :k].T, Vh[:k].T @ Vh[:k]
-        g = jax.grad(lambda M: reconstruction(W)(*rule(M, k)))(A)
+        g = jax.jit(jax.grad(lambda M: reconstruction(W)(*rule(M, k))))(A)
         if k == min(m, n):
             assert np.allclose(g, W, atol=1e-12)
         elif k == len(values):
@@ -208,28 +210,30 @@ def test_the_old_lorentzian_rule_fails_the_reconstruction_case():
 @pytest.mark.parametrize("scale", [1e-300] + [pytest.param(s, marks=pytest.mark.slow) for s in (1e-150, 1e-20, 1.0, 1e20, 1e150)]
                          + [1e300])
 def test_rules_are_scale_invariant_over_the_float64_range(scale):
+    # each derivative is one jitted program (eagerly, every operation of a second-order rule
+    # would be dispatched, and compiled, one by one)
     rule = svd.truncated_svd
     B = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
     U, s, Vh = np.linalg.svd(B)
-    for k in (3, 2):
-        g = jax.grad(lambda M: jnp.sum(rule(M, k)[1]))(jnp.asarray(B * scale))
-        assert np.allclose(g, U[:, :k] @ Vh[:k], atol=1e-14)
-    # second derivative of sum(s) along E: homogeneous of degree 1 in the scale
     E = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 0.5], [-1.0, 0.5, 1.0]])
     for k in (3, 2):
+        g = jax.jit(jax.grad(lambda M: jnp.sum(rule(M, k)[1])))(jnp.asarray(B * scale))
+        assert np.allclose(g, U[:, :k] @ Vh[:k], atol=1e-14)
+        # second derivative of sum(s) along E: homogeneous of degree 1 in the scale
         phi = lambda x, c=scale: jnp.sum(rule(jnp.asarray(B * c) + x * jnp.asarray(E * c), k)[1]) / c  # noqa: E731
         ref = lambda x: jnp.sum(rule(jnp.asarray(B) + x * jnp.asarray(E), k)[1])  # noqa: E731
-        assert float(jax.grad(jax.grad(phi))(0.0)) == pytest.approx(float(jax.grad(jax.grad(ref))(0.0)), rel=1e-12)
-        ff = float(jax.jvp(lambda x: jax.jvp(phi, (x,), (1.0,))[1], (0.0,), (1.0,))[1])
-        assert ff == pytest.approx(float(jax.grad(jax.grad(ref))(0.0)), rel=1e-12)
+        want = float(jax.jit(jax.grad(jax.grad(ref)))(0.0))
+        assert float(jax.jit(jax.grad(jax.grad(phi)))(0.0)) == pytest.approx(want, rel=1e-12)
+        ff = float(jax.jit(lambda x: jax.jvp(lambda y: jax.jvp(phi, (y,), (1.0,))[1], (x,), (1.0,))[1])(0.0))
+        assert ff == pytest.approx(want, rel=1e-12)
     # the halves scale like sqrt(c): sum(X * X) = sum(s), with the same closed-form gradient
     for k in (3, 2):
-        g = jax.grad(lambda M: jnp.sum(svd.balanced_split(M, k)[0] ** 2))(jnp.asarray(B * scale))
+        g = jax.jit(jax.grad(lambda M: jnp.sum(svd.balanced_split(M, k)[0] ** 2)))(jnp.asarray(B * scale))
         assert np.allclose(g, U[:, :k] @ Vh[:k], atol=1e-14)
         phi = lambda x, c=scale: jnp.sum(svd.balanced_split(  # noqa: E731
             jnp.asarray(B * c) + x * jnp.asarray(E * c), k)[1] ** 2) / c
         ref = lambda x: jnp.sum(svd.balanced_split(jnp.asarray(B) + x * jnp.asarray(E), k)[1] ** 2)  # noqa: E731
-        assert float(jax.grad(jax.grad(phi))(0.0)) == pytest.approx(float(jax.grad(jax.grad(ref))(0.0)), rel=1e-12)
+        assert float(jax.jit(jax.grad(jax.grad(phi)))(0.0)) == pytest.approx(float(jax.jit(jax.grad(jax.grad(ref)))(0.0)), rel=1e-12)
 
 
 # ---- preconditions ----------------------------------------------------------------------------
