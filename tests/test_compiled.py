@@ -66,3 +66,12 @@ def test_side_by_side_compiles_ahead_and_skips_what_exists():
     with compiled.SideBySide() as ahead:
         again = ahead.submit(program, jnp.ones(3))
     assert [o.shape for o in again] == [(3,), ()] and len(program.executables) == 1
+
+
+def test_side_by_side_stores_nothing_when_its_block_fails():
+    program = compiled.Compiled(lambda x: 3.0 * x)
+    with pytest.raises(ValueError, match="the block's own error"):
+        with compiled.SideBySide() as ahead:
+            ahead.submit(program, jax.ShapeDtypeStruct((2,), jnp.float64))
+            raise ValueError("the block's own error")
+    assert program.executables == {}

@@ -183,12 +183,17 @@ class SideBySide:
     ``with SideBySide() as ahead:`` then ``ahead.submit(program, *args)`` for each program:
     ``args`` may be arrays or ``jax.ShapeDtypeStruct``; ``submit`` traces and lowers the
     program now, in this thread (Python and JAX tracing hold the interpreter lock), hands
-    XLA's compilation to a pool of ``workers`` threads (default ``os.cpu_count()``; XLA
-    releases the lock while it compiles) and returns the program's output shapes
-    (``jax.ShapeDtypeStruct`` pytree), so that a program whose input is another's output
-    can be submitted next.  Leaving the block waits for every compilation and stores each
-    executable in its program's ``executables``, as a call would have; an exception from a
-    compilation is raised there.  A program already compiled for those shapes is skipped.
+    XLA's compilation to a pool of ``workers`` threads (default: the CPUs this process may
+    use; most of ``compile()`` runs outside the lock) and returns the program's output shapes
+    and dtypes (a pytree of ``jax.ShapeDtypeStruct``), so that a program whose input is
+    another's output can be submitted next.  Leaving the block waits for every compilation
+    and stores each executable in its program's ``executables``, as a call would have (keyed
+    by shapes and dtypes: call the program with arrays of those, not Python scalars); if a
+    compilation failed, the others are stored and the first error is raised there; if the
+    block itself raised, nothing is stored.  A program already compiled for those shapes is
+    skipped; calling a submitted program inside the block compiles it again.  Worker
+    threads see JAX's global configuration (``jax.config.update``), not a thread-local
+    context of the caller.
     Why: independent programs (the staged per-shape step programs) then compile on all
     cores while the next one is traced, instead of one after another.  Source:
     ``jax.jit(...).lower(...).compile()`` ("Ahead-of-time lowering and compilation" in the
@@ -196,28 +201,45 @@ class SideBySide:
     """
 
     def __init__(self, workers=None):
-        self.workers = workers or os.cpu_count() or 1
-        self._pending = []
+        self.workers = workers or _usable_cpus()
 
     def __enter__(self):
         from concurrent.futures import ThreadPoolExecutor
         self._pool = ThreadPoolExecutor(self.workers)
+        self._pending = []
         return self
 
     def submit(self, program, *args):
         key = program._key(args)
         if key in program.executables:
-            return program.executables[key].out_info
-        lowered = program.jit.lower(*args)
-        self._pending.append((program, key, self._pool.submit(lowered.compile)))
-        return lowered.out_info
+            info = program.executables[key].out_info
+        else:
+            lowered = program.jit.lower(*args)
+            self._pending.append((program, key, self._pool.submit(lowered.compile)))
+            info = lowered.out_info
+        return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:                # the block failed: do not wait for its compiles
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            return False
+        first_error = None
         try:
             for program, key, future in self._pending:
-                exe = future.result()
-                if exc[0] is None:
-                    program.executables[key] = exe
+                try:
+                    program.executables[key] = future.result()
+                except Exception as err:        # noqa: BLE001 - keep the others, raise the first
+                    first_error = first_error or err
         finally:
             self._pool.shutdown(wait=True)
+        if first_error is not None:
+            raise first_error
         return False
+
+
+def _usable_cpus():
+    """The CPUs this process may run on (its affinity where the OS tells), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

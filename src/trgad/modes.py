@@ -255,7 +255,8 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     ``fd_step`` (the central difference's step h, :func:`trgad.staged.fd_step`; None unless
     c_method is "fd"), ``seconds`` (this call, compilation included on a first call) and
     ``compile_seconds`` (the part spent tracing and compiling: 0 when the program was
-    cached; the staged method compiles while it runs, so it reports None).
+    cached; the staged method compiles inside the call, :func:`trgad.staged.compile_ahead`,
+    not timed apart, so it reports None).
 
     Raises
     ------

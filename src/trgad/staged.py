@@ -110,7 +110,9 @@ def end_programs():
 def jet(fn):
     """(x, dx, d2x) -> (y, dy, d2y) for y = fn(x) along one direction: the first two
     derivatives carried forward, dy = fn'(x) dx and d2y = fn''(x)[dx, dx] + fn'(x) d2x
-    (``jax.jvp`` of ``jax.jvp``, forward over forward; outputs are pytrees like fn's).
+    (nested ``jax.jvp``, forward over forward, not ``jax.experimental.jet``; dx and d2x have
+    x's structure, shapes and dtype, else ``jax.jvp`` raises TypeError; outputs are pytrees
+    like fn's).
     Composing jets composes the chain rule: the jet of step i's output is step i + 1's
     input, so a pass of per-step jets needs no backward pass (beta is one number)."""
     def second(x, dx, d2x):

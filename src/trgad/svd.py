@@ -521,8 +521,9 @@ def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
     with M_perp^T M_perp and Y_bar^T).  The only denominators among kept values are
     s_i + s_j, so it is exact at degenerate kept values for a loss with the bond's gauge
     symmetry, like :func:`split_tangent`; a kept value equal to a discarded one has no
-    derivative and contributes 0 (:func:`resolvent`).  Computed in units of s[0], so it holds
-    over the float64 range.
+    derivative and contributes 0 (:func:`resolvent`).  Z_X is 0 where k = m and Z_Y where
+    k = n (exactly, while the kept values are nonzero): those terms are then not computed.
+    Computed in units of s[0], so it holds over the float64 range.
     """
     U_d, s_d, Vh_d = discarded
     c = s[0]

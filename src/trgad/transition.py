@@ -9,9 +9,9 @@ for that beta (its row has ``error``), never silently rounded.
 
 The default method is ``staged`` (forward over forward, one step at a time,
 :func:`trgad.staged.value_grad_hess_jax`): it compiles one program per step shape (D, k),
-and every schedule of a scan meets the same few shapes, so a scan of n betas costs one
-compilation of those shapes plus n passes, however many schedules the betas need; the
-other methods compile one program per schedule.  :func:`trgad.bench.second_order_costs`
+and a program is shared by every schedule in which its shape appears, so a scan compiles
+each distinct (D, k) once plus n passes for n betas; the other methods compile one
+program per distinct schedule.  :func:`trgad.bench.second_order_costs`
 measures the first and steady calls of every method (``python -m trgad bench --json``, its
 ``second_order`` rows).
 """
