@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
-from scipy import integrate, special
 
 from . import compiled
 from .validate import InputError, check_beta, check_int
@@ -122,6 +121,8 @@ def onsager(beta):
     SciPy's ``ellipk``/``ellipe`` take m = k^2, clipped to <= 1 (at beta_c, m rounds to
     1 + 2e-16 and ``ellipk`` would return NaN).
     """
+    from scipy import integrate, special  # here, not at import: SciPy's import costs ~0.5 s
+
     b = check_beta(beta)
     k = 2.0 * math.sinh(2 * b) / math.cosh(2 * b) ** 2
     m = min(k * k, 1.0)
