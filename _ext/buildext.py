@@ -3,7 +3,7 @@
 The pages are executed inline (``execute_notebooks: inline``): myst-nb runs each page in a
 fresh kernel while it parses it, so the ``{eval}`` roles in the prose read the kernel's
 variables.  Inline execution has no cache: a page that Sphinx reads is executed in full.
-This extension does five things around that:
+This extension does six things around that:
 
 1. **Re-reads, hence re-executes, every page when what the pages compute with changes.**
    Sphinx alone re-reads only pages whose source changed, so after an edit under ``src/``
@@ -26,7 +26,16 @@ This extension does five things around that:
    ``show.text``), a Python ``int`` or a ``str``; anything else is a warning naming the page,
    the line and the expression (:data:`EVAL_TYPES`, :func:`eval_type_problem`), which a
    strict build (``-W``) turns into an error.
-5. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
+5. **Reads the pages side by side, one CPU each**: Sphinx's parallel read (what
+   ``sphinx-build -j`` sets; ``jupyter-book build`` has no such option) with one process
+   per usable CPU, each pinned to a CPU of its own (``trgad.compiled.pin_to_one_cpu``,
+   which the page kernels it starts inherit), so each page runs as it would alone on a
+   one-core machine while another runs beside it.  Unpinned, two kernels whose XLA thread
+   pools share the cores slow each other down many times over.  ``TRGAD_BUILD_JOBS=1``
+   reads the pages one after another, unpinned.  Sphinx reads in parallel only when every
+   extension declares itself safe for it; three that Jupyter Book loads declare nothing
+   and are safe (:data:`UNDECLARED_BUT_SAFE` says why), so they are marked.
+6. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
    to closing it, i.e. executing and rendering the page) and the wall time of the whole
    Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
    labelled with the caps in force (``trgad.caps.PREVIEW``), so that a preview build's
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from importlib import metadata
@@ -188,11 +198,74 @@ def format_times(report) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Extensions loaded by this book that do not declare ``parallel_read_safe`` (Sphinx then
+#: reads serially), and why each is safe: none keeps state outside a page's doctree.
+UNDECLARED_BUT_SAFE = {
+    # replaces TocTreeCollector.assign_section_numbers, which Sphinx runs in the main
+    # process after merging what the reading processes read
+    "sphinx_multitoc_numbering": "numbers sections in the main process, after the merge",
+    "sphinx-mathjax-offline": "copies MathJax into _static at build-finished, in the main process",
+    "sphinx_jupyterbook_latex": "acts for the LaTeX builder only, on each page's doctree",
+}
+
+
+def build_jobs(value: str | None, usable_cpus: int) -> int:
+    """How many processes read (hence execute) pages side by side: ``usable_cpus``, or
+    ``TRGAD_BUILD_JOBS`` (``value``) when it is set to a positive integer.  Raises ValueError
+    naming the value otherwise."""
+    if value is None or value.strip() == "":
+        return max(1, usable_cpus)
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"TRGAD_BUILD_JOBS={value!r} is not a positive integer (1 reads the "
+                         f"pages one after another)")
+    return int(value)
+
+
+def _builder_inited(app):
+    for name in UNDECLARED_BUT_SAFE:
+        ext = app.extensions.get(name)
+        if ext is not None and ext.parallel_read_safe is None:
+            ext.parallel_read_safe = True
+    if app.parallel > 1:
+        import tempfile
+
+        app._trgad_main_pid = os.getpid()
+        app._trgad_cpu_locks = tempfile.mkdtemp(prefix="trgad-build-cpus-")
+
+
+def _pin_reading_process(app, docname, source):
+    """In a reading process (not the main one), before its first page's kernel starts:
+    claim a free CPU (an flock held while the process lives) and pin the process to it."""
+    if getattr(app, "_trgad_cpu_locks", None) is None or os.getpid() == app._trgad_main_pid:
+        return
+    if getattr(app, "_trgad_pinned_pid", None) == os.getpid():
+        return
+    import fcntl
+
+    from trgad import compiled
+
+    app._trgad_pinned_pid = os.getpid()
+    for slot in range(len(os.sched_getaffinity(0))):
+        fd = os.open(os.path.join(app._trgad_cpu_locks, f"cpu{slot}"), os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        app._trgad_cpu_lock_fd = fd          # released when this process exits
+        compiled.pin_to_one_cpu(slot)
+        return
+
+
 def setup(app):
+    app.parallel = max(app.parallel, build_jobs(os.environ.get("TRGAD_BUILD_JOBS"),
+                                                len(os.sched_getaffinity(0))))
     # "env": when the value differs from the previous build's, Sphinx re-reads every page
     app.add_config_value("trgad_inputs_key", "", "env")
     # priority < 500: runs before myst-nb turns the config into its own settings
     app.connect("config-inited", _config_inited, priority=400)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("source-read", _pin_reading_process)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("build-finished", _build_finished)
     _guard_eval_roles()

@@ -46,3 +46,24 @@ def test_times_report_names_the_caps():
     lines = buildext.format_times(report).splitlines()
     assert lines[1].split() == ["book/a", "inline", "4.0"] and lines[2].split() == ["book/b", "inline", "-"]
     assert lines[-3].split()[-1] == "4.0" and lines[-2].split()[-1] == "12.0" and lines[-1] == "caps: preview"
+
+
+def test_build_jobs_default_to_the_usable_cpus_and_refuse_bad_values():
+    import pytest
+
+    assert buildext.build_jobs(None, 2) == 2 and buildext.build_jobs("", 3) == 3
+    assert buildext.build_jobs("1", 2) == 1 and buildext.build_jobs(" 4 ", 2) == 4
+    assert buildext.build_jobs(None, 0) == 1
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(ValueError, match="TRGAD_BUILD_JOBS="):
+            buildext.build_jobs(bad, 2)
+
+
+def test_the_extensions_marked_parallel_safe_still_declare_nothing():
+    # if one starts declaring itself, the mark is no longer needed (or it says it is unsafe)
+    import importlib
+
+    for name in buildext.UNDECLARED_BUT_SAFE:
+        module = importlib.import_module(name)
+        declared = module.setup.__code__.co_consts
+        assert "parallel_read_safe" not in declared, name

@@ -41,7 +41,9 @@ def test_importing_trgad_sets_the_flags_for_the_process():
                                   "xla_backend_optimization_level": 0}.items())
 
 
-@pytest.mark.parametrize("order", [1, 2])
+# order 2 (XLA's defaults compile reverse over reverse slowly) in the slow tier; its quick twin
+# is order 1, the same oracle on the first derivative
+@pytest.mark.parametrize("order", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_programs_agree_with_xla_defaults_to_rounding(order):
     """Oracle: the same program compiled by jax.jit with XLA's default options."""
     # reverse over reverse of 4 steps costs XLA's defaults ~15 s to compile: 2 steps at order 2
@@ -75,3 +77,18 @@ def test_side_by_side_stores_nothing_when_its_block_fails():
             ahead.submit(program, jax.ShapeDtypeStruct((2,), jnp.float64))
             raise ValueError("the block's own error")
     assert program.executables == {}
+
+
+def test_pin_to_one_cpu_before_the_back_end_and_refused_after():
+    code = ("import os, jax.numpy as jnp\n"
+            "from trgad import compiled\n"
+            "cpus = sorted(os.sched_getaffinity(0))\n"
+            "cpu = compiled.pin_to_one_cpu(len(cpus) + 1)\n"
+            "assert cpu == cpus[(len(cpus) + 1) % len(cpus)] and os.sched_getaffinity(0) == {cpu}\n"
+            "float(jnp.ones(2).sum())\n"
+            "try:\n    compiled.pin_to_one_cpu(0)\nexcept RuntimeError as e:\n    print('refused', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.startswith("refused pin_to_one_cpu: JAX's back end has started")
+    with pytest.raises(ValueError, match="slot=-1"):
+        compiled.pin_to_one_cpu(-1)

@@ -237,6 +237,27 @@ class SideBySide:
         return False
 
 
+def pin_to_one_cpu(slot):
+    """Run this process, and the threads and processes it starts from now on, on one CPU:
+    the ``slot``-th (modulo their number) of the CPUs it may use now.  Returns that CPU's
+    number.  For processes that run side by side (test workers, a parallel book build):
+    XLA's CPU runtime sizes its thread pool to the usable CPUs when JAX's back end starts,
+    and processes whose pools share cores slow each other down many times over (``taskset``
+    is the remedy JAX's issue tracker gives, jax-ml/jax#743, #29499).  Call it before JAX's
+    back end starts and before the process starts threads; raises RuntimeError after the
+    back end has started (its pool would keep its size), ValueError for a negative slot,
+    and OSError where the OS has no CPU affinity (``os.sched_setaffinity``)."""
+    if not isinstance(slot, int) or slot < 0:
+        raise ValueError(f"slot={slot!r} is not a non-negative integer")
+    if _backend_started():
+        raise RuntimeError("pin_to_one_cpu: JAX's back end has started; call it before "
+                           "anything runs on JAX")
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu = cpus[slot % len(cpus)]
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
 def _usable_cpus():
     """The CPUs this process may run on (its affinity where the OS tells), at least 1."""
     try:
