@@ -15,16 +15,6 @@ import sys
 import pytest
 
 
-def pytest_configure(config):
-    """Each pytest-xdist worker runs on a CPU of its own (``trgad.compiled.pin_to_one_cpu``):
-    two workers whose XLA thread pools share the cores slow each other down many times over."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker.startswith("gw") and worker[2:].isdigit():
-        from trgad import compiled
-
-        compiled.pin_to_one_cpu(int(worker[2:]))
-
-
 def assert_error(r, status, needle):
     """Exit ``status``, nothing on stdout, one stderr line holding ``needle``, no traceback."""
     assert r.returncode == status, (r.returncode, r.stderr)

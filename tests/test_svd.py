@@ -368,23 +368,23 @@ def test_frozen_solves_invert_their_operators(xp):
 
 # ---- the TRG under every transform ---------------------------------------------------------
 
-@pytest.mark.slow      # second order by five transforms at 4 and 6 steps
-def test_every_transform_of_lnz_agrees_and_matches_exact_enumeration():
+@pytest.mark.slow      # second order by five transforms at 4 and 6 steps, each one jitted program
+@pytest.mark.parametrize("steps", [4, 6])
+def test_every_transform_of_lnz_agrees_and_matches_exact_enumeration(steps):
     beta = 0.3
-    for steps in (4, 6):
-        f = lambda b, s=tuple(trg.truncation_schedule(16, steps, beta)): trg.lnz_per_site(b, s)  # noqa: E731
-        g = float(jax.jit(jax.grad(f))(beta))
-        assert float(jax.jvp(f, (beta,), (1.0,))[1]) == pytest.approx(g, rel=1e-13)
-        assert float(jax.jacfwd(f)(beta)) == pytest.approx(g, rel=1e-13)
-        rr = float(jax.jit(jax.grad(jax.grad(f)))(beta))
-        second = {
-            "hessian": jax.hessian(f),
-            "jvp(jvp)": lambda b: jax.jvp(lambda x: jax.jvp(f, (x,), (1.0,))[1], (b,), (1.0,))[1],
-            "jvp(vjp)": lambda b: jax.jvp(lambda x: jax.vjp(f, x)[1](1.0)[0], (b,), (1.0,))[1],
-        }
-        for name, fn in second.items():
-            assert float(jax.jit(fn)(beta)) == pytest.approx(rr, rel=1e-9), name
-        if steps == 4:   # nothing truncated: the 16-site torus, exactly
-            ex = exact.torus_exact(beta, 4)
-            assert g == pytest.approx(ex["dlnz"], rel=1e-13)
-            assert rr == pytest.approx(ex["d2lnz"], rel=1e-13)
+    f = lambda b, s=tuple(trg.truncation_schedule(16, steps, beta)): trg.lnz_per_site(b, s)  # noqa: E731
+    g = float(jax.jit(jax.grad(f))(beta))
+    assert float(jax.jit(lambda b: jax.jvp(f, (b,), (1.0,))[1])(beta)) == pytest.approx(g, rel=1e-13)
+    assert float(jax.jit(jax.jacfwd(f))(beta)) == pytest.approx(g, rel=1e-13)
+    rr = float(jax.jit(jax.grad(jax.grad(f)))(beta))
+    second = {
+        "hessian": jax.hessian(f),
+        "jvp(jvp)": lambda b: jax.jvp(lambda x: jax.jvp(f, (x,), (1.0,))[1], (b,), (1.0,))[1],
+        "jvp(vjp)": lambda b: jax.jvp(lambda x: jax.vjp(f, x)[1](1.0)[0], (b,), (1.0,))[1],
+    }
+    for name, fn in second.items():
+        assert float(jax.jit(fn)(beta)) == pytest.approx(rr, rel=1e-9), name
+    if steps == 4:   # nothing truncated: the 16-site torus, exactly
+        ex = exact.torus_exact(beta, 4)
+        assert g == pytest.approx(ex["dlnz"], rel=1e-13)
+        assert rr == pytest.approx(ex["d2lnz"], rel=1e-13)

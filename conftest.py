@@ -1,0 +1,12 @@
+"""Shared by tests/ and checks/: each pytest-xdist worker runs on a CPU of its own."""
+import os
+
+
+def pytest_configure(config):
+    """Each pytest-xdist worker runs on a CPU of its own (``trgad.compiled.pin_to_one_cpu``):
+    two workers whose XLA thread pools share the cores slow each other down many times over."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        from trgad import compiled
+
+        compiled.pin_to_one_cpu(int(worker[2:]))
