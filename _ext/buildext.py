@@ -258,8 +258,12 @@ def _pin_reading_process(app, docname, source):
 
 
 def setup(app):
-    app.parallel = max(app.parallel, build_jobs(os.environ.get("TRGAD_BUILD_JOBS"),
-                                                len(os.sched_getaffinity(0))))
+    try:
+        jobs = build_jobs(os.environ.get("TRGAD_BUILD_JOBS"), len(os.sched_getaffinity(0)))
+    except ValueError as e:        # one line and exit status 2, not a build traceback
+        print(f"trgad: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    app.parallel = max(app.parallel, jobs)
     # "env": when the value differs from the previous build's, Sphinx re-reads every page
     app.add_config_value("trgad_inputs_key", "", "env")
     # priority < 500: runs before myst-nb turns the config into its own settings
