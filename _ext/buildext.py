@@ -29,12 +29,15 @@ This extension does six things around that:
 5. **Reads the pages side by side, one CPU each**: Sphinx's parallel read (what
    ``sphinx-build -j`` sets; ``jupyter-book build`` has no such option) with one process
    per usable CPU, each pinned to a CPU of its own (``trgad.compiled.pin_to_one_cpu``,
-   which the page kernels it starts inherit), so each page runs as it would alone on a
-   one-core machine while another runs beside it.  Unpinned, two kernels whose XLA thread
-   pools share the cores slow each other down many times over.  ``TRGAD_BUILD_JOBS=1``
-   reads the pages one after another, unpinned.  Sphinx reads in parallel only when every
-   extension declares itself safe for it; three that Jupyter Book loads declare nothing
-   and are safe (:data:`UNDECLARED_BUT_SAFE` says why), so they are marked.
+   which the page kernels it starts inherit), so each page's kernel has one core while
+   other pages run on the others.  Unpinned, kernels whose XLA thread pools share the
+   cores can slow each other down by a large factor.  ``TRGAD_BUILD_JOBS=N`` sets the
+   number of processes (1: one page after another, unpinned); Sphinx itself reads serially,
+   in its main process and unpinned, when five pages or fewer need reading (a small
+   rebuild), and with more than one process it also writes the HTML in parallel.  Sphinx
+   reads in parallel only when every extension declares itself safe for it; three that
+   Jupyter Book loads declare nothing and are safe (:data:`UNDECLARED_BUT_SAFE` says why),
+   so they are marked.
 6. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
    to closing it, i.e. executing and rendering the page) and the wall time of the whole
    Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
@@ -159,6 +162,11 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 
 def _build_finished(app, exception):
+    locks = getattr(app, "_trgad_cpu_locks", None)
+    if locks and os.getpid() == getattr(app, "_trgad_main_pid", None):
+        import shutil
+
+        shutil.rmtree(locks, ignore_errors=True)
     if exception is not None or not hasattr(app.env, "nb_metadata"):
         return
     from myst_nb.sphinx_ import NbMetadataCollector
@@ -201,11 +209,14 @@ def format_times(report) -> str:
 #: Extensions loaded by this book that do not declare ``parallel_read_safe`` (Sphinx then
 #: reads serially), and why each is safe: none keeps state outside a page's doctree.
 UNDECLARED_BUT_SAFE = {
-    # replaces TocTreeCollector.assign_section_numbers, which Sphinx runs in the main
-    # process after merging what the reading processes read
-    "sphinx_multitoc_numbering": "numbers sections in the main process, after the merge",
+    # replaces TocTreeCollector.assign_section_numbers, run in the main process after the
+    # merge; its numbering follows the order of env.tocs, which a parallel merge may change,
+    # and this book's _toc.yml numbers nothing
+    "sphinx_multitoc_numbering": "numbers sections in the main process; _toc.yml numbers none",
     "sphinx-mathjax-offline": "copies MathJax into _static at build-finished, in the main process",
-    "sphinx_jupyterbook_latex": "acts for the LaTeX builder only, on each page's doctree",
+    # its read-time transforms touch only the page's own doctree; its config and env
+    # changes happen at config-inited and builder-inited, before the reading processes fork
+    "sphinx_jupyterbook_latex": "per-page transforms; its global changes precede the fork",
 }
 
 
@@ -235,7 +246,8 @@ def _builder_inited(app):
 
 def _pin_reading_process(app, docname, source):
     """In a reading process (not the main one), before its first page's kernel starts:
-    claim a free CPU (an flock held while the process lives) and pin the process to it."""
+    claim a free CPU (an flock held while the process lives) and pin the process to it;
+    with more processes than CPUs, the extra ones share a CPU (pinned by process id)."""
     if getattr(app, "_trgad_cpu_locks", None) is None or os.getpid() == app._trgad_main_pid:
         return
     if getattr(app, "_trgad_pinned_pid", None) == os.getpid():
@@ -255,6 +267,7 @@ def _pin_reading_process(app, docname, source):
         app._trgad_cpu_lock_fd = fd          # released when this process exits
         compiled.pin_to_one_cpu(slot)
         return
+    compiled.pin_to_one_cpu(os.getpid())
 
 
 def setup(app):
@@ -263,7 +276,7 @@ def setup(app):
     except ValueError as e:        # one line and exit status 2, not a build traceback
         print(f"trgad: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    app.parallel = max(app.parallel, jobs)
+    app.parallel = jobs
     # "env": when the value differs from the previous build's, Sphinx re-reads every page
     app.add_config_value("trgad_inputs_key", "", "env")
     # priority < 500: runs before myst-nb turns the config into its own settings

@@ -238,15 +238,16 @@ class SideBySide:
 
 
 def pin_to_one_cpu(slot):
-    """Run this process, and the threads and processes it starts from now on, on one CPU:
-    the ``slot``-th (modulo their number) of the CPUs it may use now.  Returns that CPU's
-    number.  For processes that run side by side (test workers, a parallel book build):
-    XLA's CPU runtime sizes its thread pool to the usable CPUs when JAX's back end starts,
-    and processes whose pools share cores slow each other down many times over (``taskset``
-    is the remedy JAX's issue tracker gives, jax-ml/jax#743, #29499).  Call it before JAX's
-    back end starts and before the process starts threads; raises RuntimeError after the
-    back end has started (its pool would keep its size), ValueError for a negative slot,
-    and OSError where the OS has no CPU affinity (``os.sched_setaffinity``)."""
+    """Run this process on one CPU: the ``slot``-th (modulo their number) of the CPUs it may
+    use now.  Every thread it has (``/proc/self/task``) and every thread and process it
+    starts from now on run there.  Returns that CPU's number.  For processes that run side
+    by side (test workers, a parallel book build): XLA's CPU runtime sizes its thread pool
+    to the usable CPUs when JAX's back end starts, and processes whose pools share the
+    cores can slow each other down by a large factor; restricting each process's CPUs
+    (``taskset``) is the remedy given on JAX's issue tracker (jax-ml/jax#1539, #29499).
+    Call it before JAX's back end starts; raises RuntimeError after (the pool would keep
+    its size), ValueError for a negative slot, and OSError where the OS has no CPU affinity
+    (``os.sched_setaffinity``)."""
     if not isinstance(slot, int) or slot < 0:
         raise ValueError(f"slot={slot!r} is not a non-negative integer")
     if _backend_started():
@@ -255,6 +256,15 @@ def pin_to_one_cpu(slot):
     cpus = sorted(os.sched_getaffinity(0))
     cpu = cpus[slot % len(cpus)]
     os.sched_setaffinity(0, {cpu})
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = []
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:          # a thread that ended meanwhile
+            pass
     return cpu
 
 

@@ -36,7 +36,7 @@ dT_i/d beta, d2T_i/d beta2), one forward-over-forward program per (D, k), so the
 heat is exact (:func:`specific_heat_exact`); the central difference of two staged
 gradients (:func:`specific_heat`, the source report's way) stays available.  The shapes of
 every program follow from the schedule, so a pass compiles them all before it runs, side by
-side on the machine's cores (:func:`compile_ahead`).
+side on the cores the process may use (:func:`compile_ahead`).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def compile_ahead(schedule, order=1):
     """Compile every program a staged pass of ``schedule`` needs (``order`` 1:
     :func:`value_and_grad_jax`'s, 2: :func:`value_grad_hess_jax`'s) before it runs, side by
     side (:class:`trgad.compiled.SideBySide`): each is traced in turn while XLA compiles the
-    ones before it on the machine's cores.  The passes call it themselves; programs already
+    ones before it on the cores the process may use.  The passes call it themselves; programs already
     compiled are skipped.  Their shapes follow from the schedule alone: step i's input has
     D = schedule[i - 1] (2 for step 0).  Raises InputError for a bad schedule or order."""
     ks, order = check_schedule(schedule), check_order(order)
