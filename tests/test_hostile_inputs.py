@@ -346,6 +346,7 @@ def no_lapack(monkeypatch):
     monkeypatch.setattr(np.linalg, "svd", reached)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the non-finite input this test feeds in on purpose
 @pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
 def test_non_finite_matrices_are_refused_before_any_svd(no_lapack, bad):
     M = gaussian()
@@ -503,6 +504,7 @@ def test_cli_chain_takes_a_negative_x0(capsys):
     assert out["grad"] == pytest.approx(chain.analytic_grad(3, 2, -1e-3), rel=1e-12) and out["grad"] < 0
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the overflow this test feeds in on purpose
 def test_probe_non_finite_grads_are_null_with_a_note(capsys):
     assert trgad_cli.main(["probe", "--graph", "newton", "--x0", "0", "--budget", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)        # strict JSON: no NaN in it

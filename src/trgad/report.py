@@ -77,5 +77,5 @@ def caps_rows():
             return ", ".join(map(str, value))
         return f"{value:g}" if isinstance(value, float) else str(value)
 
-    names = [n for n in vars(caps) if n.isupper() and n != "PREVIEW"]
+    names = [n for n in vars(caps) if n.isupper() and not n.startswith("_") and n != "PREVIEW"]
     return [("mode", "preview" if caps.PREVIEW else "full")] + [(f"`{n}`", shown(getattr(caps, n))) for n in names]
