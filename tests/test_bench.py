@@ -42,6 +42,7 @@ def test_ratios(small):
         assert f == m[key]["first_seconds"] / m["primal"]["first_seconds"]
     for key, t in small["targets"].items():
         assert t["met"] == (t["value"] <= t["bound"])
+    assert small["all_targets_met"] == all(t["met"] for t in small["targets"].values())
 
 
 @pytest.mark.slow

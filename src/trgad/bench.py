@@ -183,7 +183,8 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     method -> {"first_seconds", "steady_seconds", "c"}, one row per exact method) and the
     ratios ``second_order_fastest_first_over_primal_first`` and
     ``second_order_slowest_first_over_primal_first``;
-    ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}); and, with
+    ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}) and
+    ``all_targets_met`` (True when every target present is met); and, with
     ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
     ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
@@ -221,6 +222,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             out["second_order_slowest_first_over_primal_first"] = max(firsts) / primal
     out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b}
                       for k, b in TARGETS.items() if k in out}
+    out["all_targets_met"] = all(t["met"] for t in out["targets"].values())
     if engine:
         out.update(engine_rows(beta, schedule, repeats=repeats, chi=chi))
     return out
@@ -353,4 +355,6 @@ def summary(out, targets=True):
     for key, t in (out.get("targets", {}) if targets else {}).items():
         lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
+    if targets and out.get("targets"):
+        lines.append(f"{'every target met':40s} {'yes' if out['all_targets_met'] else 'no'}")
     return "\n".join(lines)
