@@ -4,7 +4,7 @@ import os
 
 def pytest_configure(config):
     """Each pytest-xdist worker runs on a CPU of its own (``trgad.compiled.pin_to_one_cpu``):
-    two workers whose XLA thread pools share the cores slow each other down many times over."""
+    workers whose XLA thread pools share the cores can slow each other down by a large factor."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw") and worker[2:].isdigit():
         from trgad import compiled

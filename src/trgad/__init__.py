@@ -53,8 +53,8 @@ from .svd import balanced_split, truncated_svd  # noqa: E402
 from .timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .validate import InputError  # noqa: E402
 
-# NumPy's OpenBLAS runs single-threaded (SciPy's too when it was loaded before this; trgad
-# itself loads SciPy only for Onsager's integral, which uses no BLAS): on a machine whose few cores other
+# NumPy's OpenBLAS runs single-threaded (SciPy's too when loaded before this; trgad loads
+# SciPy only for Onsager's integral, which uses no BLAS): on a machine whose few cores other
 # processes share, two BLAS threads made a 256 x 256 np.linalg.svd many times slower (a
 # thread that waits for a busy core holds up the other).  JAX's XLA kernels are not
 # affected by this limit.
