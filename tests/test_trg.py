@@ -205,5 +205,8 @@ def test_derivatives_at_the_nearly_degenerate_cuts_equal_finite_differences():
     fd = (4 * central(h / 2) - central(h)) / 3
     assert np.allclose(d[:10], fd[:10], rtol=1e-10, atol=0)
     # ln||T_10|| follows the step-8 cut (relative gap 1e-7): rounding in its value is
-    # amplified to about 1e-11, which bounds any finite difference at about 1e-11 / h
-    assert d[10] == pytest.approx(fd[10], rel=1e-7)
+    # amplified to about 1e-11, which bounds any finite difference at about 1e-11 / h.  One
+    # step size's estimate can land ~2e-7 off (with NumPy 2.5's SVD rounding, at h = 4e-4), so the
+    # reference is the median of the Richardson estimates over four step sizes
+    fd10 = np.median([((4 * central(h / 2) - central(h)) / 3)[10] for h in (2e-4, 4e-4, 8e-4, 1.6e-3)])
+    assert d[10] == pytest.approx(fd10, rel=1e-7)

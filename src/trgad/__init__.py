@@ -1,8 +1,8 @@
 """trgad: whole-graph versus staged differentiation of the Ising TRG.
 
 The package behind the book.  Importing it switches JAX to float64 (``jax_enable_x64``),
-which every result here needs, sets XLA's compile options for quick compilation
-(:data:`trgad.compiled.COMPILER_OPTIONS`, through ``XLA_FLAGS``), points JAX's persistent
+which every result here needs, chooses XLA's compile options for quick compilation of its
+own programs (:func:`trgad.compiled.options`, passed to each ``jax.jit``), points JAX's persistent
 compilation cache at trgad's folder (:mod:`trgad.cache`) and limits NumPy's BLAS to one
 thread.
 
@@ -16,7 +16,8 @@ up or round a circle (``tests/test_layers.py`` checks it):
   :mod:`~trgad.engine` (values and the transforms), :mod:`~trgad.rules` (each primitive's
   rules), :mod:`~trgad.program` (derivative programs), :mod:`~trgad.keyed_trg` (the TRG on
   the engine: the whole graph and the staged fix), :mod:`~trgad.chain` (the mul chain),
-  :mod:`~trgad.probe` (does a transform grow exponentially with depth?).
+  :mod:`~trgad.probe` (does a transform grow exponentially with depth?),
+  :mod:`~trgad.tenferro` (tenferro-rs itself: the book's Rust harness, run as a child).
 * **JAX core** - the physics and its derivatives.
   :mod:`~trgad.ising` (the site tensor whose contraction is Z),
   :mod:`~trgad.trg` (Levin-Nave TRG, written once for JAX, NumPy and the keyed engine),
@@ -41,7 +42,7 @@ _jax.config.update("jax_enable_x64", True)
 
 from . import compiled as _compiled  # noqa: E402
 
-_compiled.setup()   # XLA's compile options (trgad.compiled), before anything compiles
+_compiled.setup()   # XLA's compile options (trgad.compiled): a user's XLA_FLAGS wins
 
 from . import cache as _cache  # noqa: E402
 

@@ -68,6 +68,19 @@ PHENOMENON_STEPS = (1, 2, 3, 8) if PREVIEW else (1, 2, 3, 20)
 #: killed after HANG_TIMEOUT_SECONDS (it would take minutes).
 PHENOMENON_ENGINE_STEPS = 3
 
+# ---- tenferro-rs itself (trgad.tenferro; book/phenomenon.md, mulchain.md, staged.md) ------
+#: TRG steps whose whole-graph ad.grad the phenomenon runs in tenferro-rs (4 takes about a
+#: second, transform and drop); the next size runs killed after TENFERRO_HANG_SECONDS.
+TENFERRO_STEPS = (1, 2, 3, 4)
+#: Hard timeout of tenferro-rs's whole-graph run that is expected not to return (seconds;
+#: the report's was 60).  What it shows is a lower bound on the factor per step, about
+#: this cap over the 4-step transform.
+TENFERRO_HANG_SECONDS = 8.0 if PREVIEW else 20.0
+#: Depths of tenferro-rs's mul chain, by fan-out: the largest transform takes well under a
+#: second (fan-out 2 at 22 layers, 3 at 13), and so does its drop.
+TENFERRO_CHAIN_DEPTHS = ({2: (14, 16, 18), 3: (8, 9, 10)} if PREVIEW
+                         else {2: (16, 18, 20, 22), 3: (10, 11, 12, 13)})
+
 # ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).
 MODES_STEPS = 8 if PREVIEW else 20

@@ -1,4 +1,4 @@
-"""Command line: ``python -m trgad {trg,chain,probe,bench} ...``.
+"""Command line: ``python -m trgad {trg,chain,probe,bench,tenferro} ...``.
 
 Every parameter is checked against its range (:mod:`trgad.validate`) before any work starts.
 Exit status: 0 ok; 2 bad input (one line on stderr naming the value as typed and the allowed
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from . import bench, keyed_trg, modes, probe, trg
+from . import bench, keyed_trg, modes, probe, tenferro, trg
 from .keys import STRATEGIES
 from .timing import run_with_timeout
 from .userstep import parse_x0
@@ -134,7 +134,43 @@ def _parser():
                    help=f"timed repeats after a warm-up, in [1, {REPEATS_MAX}] (default 3)")
     b.add_argument("--no-second-order", action="store_true",
                    help="skip the second-order rows (c by every exact method; the slowest part)")
+    f = sub.add_parser("tenferro", help=f"tenferro-rs {tenferro.VERSION} itself (the book's Rust harness)")
+    fsub = f.add_subparsers(dest="what", required=True, parser_class=_Parser)
+    cap = argparse.ArgumentParser(add_help=False)
+    cap.add_argument("--timeout", default=str(TIMEOUT), help=f"kill the run (its whole process group) after "
+                     f"this many seconds, in (0, {format_bound(TIMEOUT_MAX)}] (default {TIMEOUT:g})")
+    lo, hi = tenferro.BETA_RANGE
+    trg_args = argparse.ArgumentParser(add_help=False)
+    trg_args.add_argument("--beta", default="0.3", help=f"inverse temperature in ({lo:g}, {hi:g}] (default 0.3)")
+    trg_args.add_argument("--chi", default="16", help=f"bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
+    fw = fsub.add_parser("whole", parents=[trg_args, cap, json_], help="ad.grad of the whole TRG graph")
+    fw.add_argument("--steps", required=True, help=f"TRG steps in [1, {MAX_STEPS}]")
+    fw.add_argument("--eager", action="store_true", help="eager graph and backward() instead of ad.grad")
+    fc = fsub.add_parser("chain", parents=[cap, json_], help="ad.grad of the mul chain y <- y**K / K")
+    fc.add_argument("--depth", required=True, help="layers in [1, 64]")
+    fc.add_argument("--fanout", default="2", help="uses of each value per layer, in [1, 8] (default 2)")
+    fc.add_argument("--x0", default="2", help="point, |x0| <= 1e6 (default 2: the gradient is 2**depth)")
+    fs = fsub.add_parser("staged", parents=[trg_args, cap, json_], help="one VJP per TRG step, value and u")
+    fs.add_argument("--steps", default="20", help=f"TRG steps in [1, {MAX_STEPS}] (default 20)")
+    fs.add_argument("--repeats", default="3", help=f"timed passes after the first, in [1, {REPEATS_MAX}] (default 3)")
     return p
+
+
+def _cmd_tenferro(a):
+    timeout = check_timeout(a.timeout)
+    if a.what == "whole":
+        out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, timeout=timeout)
+    elif a.what == "chain":
+        out = tenferro.chain(a.depth, a.fanout, a.x0, timeout=timeout)
+    else:
+        out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, timeout=timeout)
+    if not out["returned"]:
+        print(f"trgad: error: tenferro {a.what} did not return within {timeout:g} s (process group "
+              f"killed)", file=sys.stderr)
+        if a.json:
+            print(json.dumps(out))
+        return 3
+    return _emit(out, a.json, _line, f"tenferro {a.what}")
 
 
 def _in_child(target, kwargs, timeout, what, hint):
@@ -309,7 +345,8 @@ def values_may_be_negative(argv):
 def main(argv=None):
     """Entry point; returns the exit status (0 ok, 2 bad input, 3 a capped run timed out or
     failed in its child process, 4 a result that is not finite, 1 an internal error)."""
-    commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench}
+    commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench,
+                "tenferro": _cmd_tenferro}
     try:
         a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
         return commands[a.command](a)
@@ -319,6 +356,9 @@ def main(argv=None):
     except _NotFinite as e:
         print(f"trgad: error: {e}", file=sys.stderr)
         return 4
+    except tenferro.TenferroError as e:
+        print(f"trgad: error: {e}", file=sys.stderr)
+        return 3
     except (ArithmeticError, np.linalg.LinAlgError) as e:
         print(f"trgad: error: numerical failure, {type(e).__name__}: {e}", file=sys.stderr)
         return 4

@@ -19,34 +19,31 @@ which :func:`setup` also gives the process's eager operations.
 from __future__ import annotations
 
 import os
-import warnings
 
 import jax
 
 _CACHES = {}
 
-#: XLA options of every program the package compiles: the CPU back end's legacy loop
+#: XLA options trgad asks for on every program it compiles: the CPU back end's legacy loop
 #: emitters instead of its fusion emitters, and LLVM without optimisation passes.  Why: a
 #: first call is mostly XLA compiling, whose time grows with the number of kernels, and a
-#: derivative has at least twice the primal's; with these two settings a derivative program
+#: derivative has at least twice the primal's; with these settings a derivative program
 #: compiles faster, and its steady calls may run slower (its many small element-wise kernels
-#: are not optimised).  The reproducibility appendix
-#: (book/reproducibility.md) measures both, under these options and under
-#: :data:`XLA_DEFAULTS`, at every build;
-#: tests/test_compiled.py checks that results agree with XLA's defaults to 1e-12.
-#: :func:`setup` (run when ``trgad`` is imported) puts them in ``XLA_FLAGS`` for the whole
-#: process and its children, eager operations and your own ``jax.jit`` programs included,
-#: and :func:`jit` passes them to each of trgad's programs; a value already named in
-#: ``XLA_FLAGS`` wins, e.g. ``XLA_FLAGS="--xla_backend_optimization_level=3
-#: --xla_cpu_use_fusion_emitters=true"`` gives XLA's defaults back.  XLA reads
-#: ``XLA_FLAGS`` once, when JAX's back end starts: import trgad before any JAX work, or
-#: only :func:`jit`'s programs get the options (:func:`setup` warns), and JAX's persistent
-#: cache, which keys programs by the ``XLA_FLAGS`` it sees, may then file a program
-#: compiled with XLA's defaults under these options.  Source: XLA's ``DebugOptions`` fields
-#: of these names.
+#: are not optimised).  The reproducibility appendix (book/reproducibility.md) measures both
+#: settings at every build; tests/test_compiled.py checks that results agree with XLA's
+#: defaults to 1e-12.  Source: XLA's ``DebugOptions`` fields of these names.
+#:
+#: They are passed through JAX's ``compiler_options`` (:func:`jit`), which checks each name
+#: against the XLA in use and raises for an unknown one, never through ``XLA_FLAGS``, where
+#: an option this XLA no longer has aborts the whole process (XLA 0.12 removed the fusion
+#: emitters' switch).  :func:`options` gives the ones in force: those the running XLA knows
+#: (checked once per process), less those the user names in ``XLA_FLAGS``, whose values XLA
+#: reads from there.  Eager operations and your own ``jax.jit`` programs keep XLA's defaults.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 #: XLA's own defaults for the same options (its ``DebugOptions`` defaults), for comparison.
 XLA_DEFAULTS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 3}
+
+_KNOWN = {}      # option name -> whether the running XLA accepts it (filled by options())
 
 
 def _parse_flags(text):
@@ -59,47 +56,48 @@ def _parse_flags(text):
     return flags
 
 
-def _as_type_of(default, text):
-    """An ``XLA_FLAGS`` value read as the type of ``default``: for a bool, a bare flag, 1 and
-    true (any case) are True, 0 and false False, as XLA reads them; else int; text that
-    does not parse is kept as it is (XLA will name it)."""
-    if isinstance(default, bool):
-        low = "true" if text is None else text.lower()
-        return {"true": True, "1": True, "false": False, "0": False}.get(low, text)
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return text
-
-
 def setup(environ=None):
-    """Make :data:`COMPILER_OPTIONS` this process's: each option not named in
-    ``environ["XLA_FLAGS"]`` (default ``os.environ``) is appended to it, and each one named
-    there takes that value in :data:`COMPILER_OPTIONS`.  XLA reads ``XLA_FLAGS`` once, when
-    JAX's back end starts; if it has started already, eager operations keep XLA's defaults
-    and only :func:`jit`'s programs get the options: then a warning says so (only when
-    ``environ`` is the process's own).  Returns the options in force."""
-    own = environ is None
+    """Leave to ``XLA_FLAGS`` (``environ``, default ``os.environ``) every option of
+    :data:`COMPILER_OPTIONS` it names: those are dropped here, so XLA applies the user's
+    value.  Nothing is written to ``XLA_FLAGS``.  Returns the options left."""
     environ = os.environ if environ is None else environ
-    named = _parse_flags(environ.get("XLA_FLAGS", ""))
-    extra = []
-    for name, value in list(COMPILER_OPTIONS.items()):
-        if name in named:
-            COMPILER_OPTIONS[name] = _as_type_of(value, named[name])
-        else:
-            extra.append(f"--{name}={str(value).lower()}")
-    if extra:
-        environ["XLA_FLAGS"] = " ".join([environ.get("XLA_FLAGS", "").strip()] + extra).strip()
-        if own and _backend_started():
-            warnings.warn("trgad was imported after JAX's back end started: XLA_FLAGS is "
-                          "set but XLA has read it already, so only trgad's own programs "
-                          "get trgad.compiled.COMPILER_OPTIONS", stacklevel=3)
+    for name in _parse_flags(environ.get("XLA_FLAGS", "")):
+        COMPILER_OPTIONS.pop(name, None)
     return dict(COMPILER_OPTIONS)
 
 
+def _accepted(name, value):
+    """Whether the running XLA compiles a one-operation program with option ``name``."""
+    if name not in _KNOWN:
+        try:
+            jax.jit(lambda x: x + 1, compiler_options={name: value}).lower(1.0).compile()
+            _KNOWN[name] = True
+        except Exception as e:             # JaxRuntimeError: "No such compile option"
+            if "No such compile option" not in str(e):
+                raise
+            _KNOWN[name] = False
+    return _KNOWN[name]
+
+
+def options():
+    """The compile options in force (see :data:`COMPILER_OPTIONS`): on the first call, each
+    option the running XLA does not know is dropped, from here and from
+    :data:`XLA_DEFAULTS`.  A new dict each call."""
+    for table in (COMPILER_OPTIONS, XLA_DEFAULTS):
+        for name, value in list(table.items()):
+            if not _accepted(name, value):
+                del table[name]
+    return dict(COMPILER_OPTIONS)
+
+
+def defaults():
+    """XLA's defaults for the options in force (for comparisons): a new dict."""
+    options()
+    return dict(XLA_DEFAULTS)
+
+
 def _backend_started():
-    """Whether JAX's back end has started (XLA has read ``XLA_FLAGS``); False if this JAX
-    cannot tell."""
+    """Whether JAX's back end has started; False if this JAX cannot tell."""
     try:
         from jax._src import xla_bridge
         return bool(xla_bridge.backends_are_initialized())
@@ -108,12 +106,12 @@ def _backend_started():
 
 
 def jit(fn, **kwargs):
-    """``jax.jit(fn, compiler_options=COMPILER_OPTIONS, **kwargs)``: the package's way of
-    compiling ``fn`` (same arguments and results as ``jax.jit``; :data:`COMPILER_OPTIONS`
-    is read now, so a change applies to programs made afterwards).  For a top-level program
-    only: JAX refuses compiler options on a jit that runs inside another transform's trace
-    (``jax.vjp`` of it, or a jit inside a jit), whose options are the outer program's."""
-    return jax.jit(fn, compiler_options=dict(COMPILER_OPTIONS), **kwargs)
+    """``jax.jit(fn, compiler_options=options(), **kwargs)``: the package's way of compiling
+    ``fn`` (same arguments and results as ``jax.jit``; the options are read now, so a change
+    applies to programs made afterwards).  For a top-level program only: JAX refuses
+    compiler options on a jit that runs inside another transform's trace (``jax.vjp`` of
+    it, or a jit inside a jit), whose options are the outer program's."""
+    return jax.jit(fn, compiler_options=options(), **kwargs)
 
 
 def registry(name):

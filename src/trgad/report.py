@@ -26,8 +26,8 @@ def version(dist: str) -> str:
 
 def software_rows():
     """[("Python", version), (distribution, version) for each of :data:`SOFTWARE`, ("XLA
-    options", the ``--name=value`` words of :data:`trgad.compiled.COMPILER_OPTIONS`)]."""
-    options = " ".join(f"--{k}={str(v).lower()}" for k, v in compiled.COMPILER_OPTIONS.items())
+    options", the compile options in force, :func:`trgad.compiled.options`)]."""
+    options = " ".join(f"{k}={str(v).lower()}" for k, v in compiled.options().items()) or "none"
     return ([("Python", platform.python_version())] + [(d, version(d)) for d in SOFTWARE]
             + [("XLA options (trgad.compiled)", options)])
 

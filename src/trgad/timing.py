@@ -5,7 +5,8 @@
 * :func:`time_grad_transform` - JAX's ``make_jaxpr(grad(f))``, timed (wall or CPU clock).
 * :func:`count_eqns` - the size of a jaxpr, nested jaxprs included.
 * :func:`run_with_timeout` - run a function in a fresh Python process with a hard timeout
-  and report "did not return within T s" instead of hanging.
+  and report "did not return within T s" instead of hanging; :func:`run_command`, the same
+  for a program (the tenferro-rs harness).
 
 The demonstrations in this book grow exponentially; these helpers are how no page ever
 waits longer than it says.
@@ -316,6 +317,45 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     if "error" in message:
         return SubprocessResult(False, seconds, timeout, error=message["error"])
     return SubprocessResult(True, seconds, timeout, value=message["value"])
+
+
+@dataclasses.dataclass
+class CommandResult:
+    """Outcome of :func:`run_command`."""
+
+    returned: bool            # exited before the timeout (whatever its status)
+    seconds: float            # wall time until exit or until the process group was killed
+    timeout: float
+    status: int | None        # exit status; None when killed
+    stdout: str               # everything it printed on stdout
+    last_error: str           # the last line it printed on stderr
+
+
+def run_command(cmd: list, timeout: float) -> CommandResult:
+    """Run the program ``cmd`` (argv) in a session of its own; kill its whole process group
+    after ``timeout`` s (as :func:`run_with_timeout` does), and in any case when it ends, so
+    nothing it started survives the call.  Raises InputError for a timeout outside
+    (0, TIMEOUT_MAX] and OSError when the program cannot be started."""
+    import tempfile
+
+    timeout = check_timeout(timeout)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        killed = False
+        try:
+            while not _exited(proc):
+                if time.perf_counter() - t0 > timeout:
+                    killed = True
+                    break
+                time.sleep(0.01)
+            seconds = time.perf_counter() - t0
+        finally:
+            _end_group(proc)
+        out.seek(0)
+        return CommandResult(not killed, seconds, timeout, None if killed else proc.returncode,
+                             out.read().decode("utf-8", "replace"), _last_line(err))
 
 
 # ---- one rule for ties and leads, book-wide ---------------------------------------------
