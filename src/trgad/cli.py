@@ -146,6 +146,7 @@ def _parser():
     fw = fsub.add_parser("whole", parents=[trg_args, cap, json_], help="ad.grad of the whole TRG graph")
     fw.add_argument("--steps", required=True, help=f"TRG steps in [1, {MAX_STEPS}]")
     fw.add_argument("--eager", action="store_true", help="eager graph and backward() instead of ad.grad")
+    fw.add_argument("--keep", action="store_true", help="do not drop the gradient graph (the exit frees it)")
     fc = fsub.add_parser("chain", parents=[cap, json_], help="ad.grad of the mul chain y <- y**K / K")
     fc.add_argument("--depth", required=True, help="layers in [1, 64]")
     fc.add_argument("--fanout", default="2", help="uses of each value per layer, in [1, 8] (default 2)")
@@ -159,7 +160,7 @@ def _parser():
 def _cmd_tenferro(a):
     timeout = check_timeout(a.timeout)
     if a.what == "whole":
-        out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, timeout=timeout)
+        out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, keep=a.keep, timeout=timeout)
     elif a.what == "chain":
         out = tenferro.chain(a.depth, a.fanout, a.x0, timeout=timeout)
     else:

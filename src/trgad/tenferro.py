@@ -105,13 +105,17 @@ def _schedule_arg(steps, beta, chi):
     return ",".join(map(str, trg.truncation_schedule(chi, steps, beta)))
 
 
-def whole(steps, beta=0.3, chi=16, *, eager=False, timeout=TIMEOUT_SECONDS):
+def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
     steps at ``beta`` (in :data:`BETA_RANGE`) and bond dimension ``chi``; see the module
-    docstring for the keys.  A run past ``timeout`` seconds is killed: ``returned`` False."""
+    docstring for the keys.  ``keep=True``: the gradient graph is not dropped (``drop_ms``
+    None; the child's exit frees it), where the drop would cost as much as the transform
+    again.  A run past ``timeout`` seconds is killed: ``returned`` False."""
     beta, timeout = _beta(beta), check_timeout(timeout)
+    if eager and keep:
+        raise InputError("eager=True and keep=True: keep applies to ad.grad's graph only")
     args = ["whole", "--schedule", _schedule_arg(steps, beta, chi), "--beta", repr(beta)]
-    return _run(args + (["--eager"] if eager else []), timeout)
+    return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout)
 
 
 def chain(depth, fanout=2, x0=2.0, *, timeout=TIMEOUT_SECONDS):

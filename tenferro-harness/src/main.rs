@@ -1,12 +1,13 @@
 //! trgad-tenferro: the book's measurements of tenferro-rs 0.8.0, one JSON object per run.
 //!
-//!     trgad-tenferro whole  --schedule 2,4,4 [--beta 0.3] [--eager]
+//!     trgad-tenferro whole  --schedule 2,4,4 [--beta 0.3] [--eager | --keep]
 //!     trgad-tenferro chain  --depth 20 [--fanout 2] [--x0 2]
 //!     trgad-tenferro staged --schedule 2,4,4,16,... [--beta 0.3] [--repeats 3]
 //!
 //! `whole`: lnZ/N of the TRG (src/trg.rs) as one traced graph; times `ad.grad` (the
 //! transform), compiling, preparing and running the gradient program, and, apart, dropping
-//! the gradient graph; counts the program's operations.  `--eager`: the same graph built in
+//! the gradient graph (`--keep`: not dropped, freed by the exit); counts the program's
+//! operations.  `--eager`: the same graph built in
 //! an eager session and differentiated by `backward()`.  `chain`: y <- y^K / K to depth D
 //! (each value used K times per layer).  `staged`: one eager graph per TRG step on a fresh
 //! leaf, one VJP per step, the cotangent passed back by hand along both paths.
@@ -91,7 +92,9 @@ fn scalar_of(t: &EagerTensor) -> Res<f64> {
     Ok(v.as_slice::<f64>()?[0])
 }
 
-fn whole(schedule: &[usize], beta: f64) -> Res<String> {
+/// `keep`: leave the gradient graph alive (`drop_ms` null) and let the process's exit free
+/// it, for sizes whose drop would cost as much as the transform again.
+fn whole(schedule: &[usize], beta: f64, keep: bool) -> Res<String> {
     let x = TracedTensor::from_vec_col_major(vec![], vec![beta])?;
     let lnz = trg::lnz_per_site(&mut Traced, &x, schedule)?;
     let primal = run_scalar(&lnz)?;
@@ -100,9 +103,14 @@ fn whole(schedule: &[usize], beta: f64) -> Res<String> {
     let g = ad.grad(&lnz, &x)?;
     let transform_ms = ms(t);
     let ran = run_scalar(&g)?;
-    let t = Instant::now();
-    drop(g);
-    let drop_ms = ms(t);
+    let drop_ms = if keep {
+        std::mem::forget((g, lnz, x, ad));
+        f64::NAN
+    } else {
+        let t = Instant::now();
+        drop(g);
+        ms(t)
+    };
     Ok(format!(
         "{{\"mode\": \"whole\", \"steps\": {}, \"schedule\": {}, \"beta\": {}, \"lnz_per_site\": {}, \
          \"primal_ops\": {}, \"transform_ms\": {}, \"drop_ms\": {}, \"grad_ops\": {}, \"compile_ms\": {}, \
@@ -230,7 +238,7 @@ impl Args {
             if !allowed.contains(&name) {
                 return Err(format!("unknown option --{name} (allowed: --{})", allowed.join(", --")));
             }
-            let value = if name == "eager" { "1".to_string() } else {
+            let value = if name == "eager" || name == "keep" { "1".to_string() } else {
                 it.next().ok_or(format!("--{name} needs a value"))?.clone()
             };
             map.insert(name.to_string(), value);
@@ -287,12 +295,13 @@ fn main() -> ExitCode {
     };
     let parsed: Result<Box<dyn FnOnce() -> Res<String>>, String> = (|| match cmd.as_str() {
         "whole" => {
-            let a = Args::parse(rest, &["schedule", "beta", "eager"])?;
+            let a = Args::parse(rest, &["schedule", "beta", "eager", "keep"])?;
             let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, 1e-3, 10.0)?);
             if a.0.contains_key("eager") {
                 Ok(Box::new(move || whole_eager(&ks, beta)) as Box<dyn FnOnce() -> Res<String>>)
             } else {
-                Ok(Box::new(move || whole(&ks, beta)) as Box<dyn FnOnce() -> Res<String>>)
+                let keep = a.0.contains_key("keep");
+                Ok(Box::new(move || whole(&ks, beta, keep)) as Box<dyn FnOnce() -> Res<String>>)
             }
         }
         "chain" => {
