@@ -51,7 +51,7 @@ def test_gradient_program_is_linear_and_transform_exponential(whole_runs):
     ms = {n: whole_runs[n]["transform_ms"] for n in whole_runs}
     assert ms[4] / ms[3] > 4, ms                                   # the report: x24 from 3 to 4
     assert whole_runs[4]["run_ms"] < whole_runs[4]["transform_ms"] / 10
-    assert whole_runs[4]["drop_ms"] > ms[4] / 3                   # the drop costs about as much
+    assert whole_runs[4]["drop_ms"] > ms[4] / 4                   # the drop: the same order
 
 
 def test_capped_run_is_killed_with_nothing_left():
@@ -59,8 +59,9 @@ def test_capped_run_is_killed_with_nothing_left():
     t0 = time.perf_counter()
     out = tenferro.whole(5, BETA, CHI, timeout=cap)
     assert time.perf_counter() - t0 < cap + 5
-    assert out == {"returned": False, "timeout_s": cap, "seconds": pytest.approx(out["seconds"])}
+    assert out["returned"] is False and out["timeout_s"] == cap
     assert cap <= out["seconds"] < cap + 1
+    assert 0 < out["transform_started_ms"] < 1e3 * cap      # killed inside ad.grad
     schedule = ",".join(map(str, SCHEDULE))
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and schedule in _cmdline(p)]
     assert left == []
@@ -136,6 +137,11 @@ def test_cli_timeout_exit_three(cli):
     r = cli("tenferro", "whole", "--steps", "5", "--timeout", "1", "--json")
     assert r.returncode == 3 and '"returned": false' in r.stdout
     assert "did not return within 1 s" in r.stderr
+
+
+def test_cli_non_finite_gradient_exits_four(cli):
+    r = cli("tenferro", "chain", "--depth", "12", "--x0", "3")     # 3**(2**12) overflows
+    assert r.returncode == 4 and "grad is not a finite number" in r.stderr
 
 
 @pytest.mark.parametrize("args,needle", [(["whole", "--schedule", "2,99"], "step 1 keeps 99"),

@@ -171,6 +171,9 @@ def _cmd_tenferro(a):
         if a.json:
             print(json.dumps(out))
         return 3
+    missing = [k for k in ("grad", "lnz_per_site", "u") if k in out and out[k] is None]
+    if missing:     # the program prints null for a number that is not finite
+        raise _NotFinite(f"tenferro {a.what}: {missing[0]} is not a finite number")
     return _emit(out, a.json, _line, f"tenferro {a.what}")
 
 

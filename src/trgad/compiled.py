@@ -13,12 +13,13 @@ next process.
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
 
 :func:`jit` is how the package compiles a top-level program: ``jax.jit`` with
-:data:`COMPILER_OPTIONS`, XLA settings under which a derivative program compiles faster,
-which :func:`setup` also gives the process's eager operations.
+:func:`options`, XLA settings under which a derivative program compiles faster; eager
+operations and programs compiled by plain ``jax.jit`` keep XLA's defaults.
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import jax
 
@@ -44,6 +45,7 @@ COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimizat
 XLA_DEFAULTS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 3}
 
 _KNOWN = {}      # option name -> whether the running XLA accepts it (filled by options())
+_LOCK = threading.Lock()
 
 
 def _parse_flags(text):
@@ -83,11 +85,13 @@ def options():
     """The compile options in force (see :data:`COMPILER_OPTIONS`): on the first call, each
     option the running XLA does not know is dropped, from here and from
     :data:`XLA_DEFAULTS`.  A new dict each call."""
-    for table in (COMPILER_OPTIONS, XLA_DEFAULTS):
-        for name, value in list(table.items()):
-            if not _accepted(name, value):
-                del table[name]
-    return dict(COMPILER_OPTIONS)
+    named = _parse_flags(os.environ.get("XLA_FLAGS", ""))     # the user's, read by XLA
+    with _LOCK:
+        for table in (COMPILER_OPTIONS, XLA_DEFAULTS):
+            for name, value in list(table.items()):
+                if name in named or not _accepted(name, value):
+                    table.pop(name, None)
+        return dict(COMPILER_OPTIONS)
 
 
 def defaults():

@@ -11,9 +11,14 @@ in a session of its own, with a hard timeout that kills its whole process group
 
 * :func:`whole` - lnZ/N of the TRG (same site tensor, normalisation, split and truncation
   schedule as :mod:`trgad.trg`; the schedule comes from :func:`trgad.trg.truncation_schedule`)
-  as one traced graph: ``transform_ms`` (``ad.grad``), ``drop_ms`` (dropping the gradient
-  graph, timed apart), ``grad_ops`` (operations of the compiled gradient program),
-  ``compile_ms``, ``prepare_ms``, ``run_ms``, ``grad`` = d(lnZ/N)/d beta, ``lnz_per_site``.
+  as one traced graph: ``transform_ms`` (``ad.grad``, which lowers the primal graph again
+  before it transforms it; ``primal_compile_ms`` is what lowering the primal alone took),
+  ``drop_ms`` (``drop(g)`` of the gradient's handle, timed apart, as in the source report;
+  the AdContext's transform cache and the primal graph are freed later, untimed),
+  ``grad_ops`` (operations of the compiled gradient program), ``compile_ms``,
+  ``prepare_ms``, ``run_ms``, ``grad`` = d(lnZ/N)/d beta, ``lnz_per_site``.  A run killed
+  at its timeout has ``transform_started_ms``: when it entered ``ad.grad`` (the program
+  says so on stderr before it does).  Times are one wall-clock sample each.
   ``eager=True``: the same graph in an eager session, ``backward()``: ``backward_ms``.
 * :func:`chain` - y <- y**K / K to depth D: ``transform_ms``, ``drop_ms``, ``grad_ops``,
   ``grad``.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -58,12 +64,12 @@ def program():
     TenferroError naming what to install when there is none."""
     named = os.environ.get("TRGAD_TENFERRO_BIN")
     if named:
-        if not os.access(named, os.X_OK):
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
             raise TenferroError(f"TRGAD_TENFERRO_BIN={named!r} is not an executable file")
         return named
     beside = Path(sysconfig.get_path("scripts")) / PROGRAM
     for candidate in (beside, Path(sys.executable).parent / PROGRAM):
-        if os.access(candidate, os.X_OK):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     found = shutil.which(PROGRAM)
     if found:
@@ -81,23 +87,36 @@ def available():
     return True
 
 
+_STARTED = re.compile(r"ad\.grad started at ([0-9.]+) ms")
+
+
 def _run(args, timeout):
-    result = run_command([program(), *args], timeout)
-    if not result.returned:
-        return {"returned": False, "timeout_s": timeout, "seconds": result.seconds}
-    if result.status != 0:
-        raise TenferroError(f"{PROGRAM} {' '.join(args)} failed (exit {result.status}): "
-                            f"{result.last_error or 'no message'}")
     try:
-        out = json.loads(result.stdout)
+        result = run_command([program(), *args], timeout)
+    except OSError as e:
+        raise TenferroError(f"{PROGRAM} could not be started: {e}") from None
+    if not result.returned:
+        out = {"returned": False, "timeout_s": timeout, "seconds": result.seconds}
+        started = _STARTED.search(result.last_error)
+        if started:
+            out["transform_started_ms"] = float(started.group(1))
+        return out
+    if result.status != 0:
+        raise TenferroError(f"{PROGRAM} {args[0]} failed (exit {result.status}): "
+                            f"{result.last_error or 'no message'}")
+    lines = result.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else None
     except ValueError:
-        raise TenferroError(f"{PROGRAM} {args[0]} printed no JSON object") from None
+        out = None
+    if not isinstance(out, dict):
+        raise TenferroError(f"{PROGRAM} {args[0]} printed no JSON object")
     out.update(returned=True, seconds=result.seconds)
     return out
 
 
 def _beta(beta):
-    return check_range("beta", beta, *BETA_RANGE, why=" (the harness differentiates e^(-2 beta), beta > 0)")
+    return check_range("beta", beta, *BETA_RANGE, why="the harness differentiates e^(-2 beta), beta > 0")
 
 
 def _schedule_arg(steps, beta, chi):

@@ -95,10 +95,13 @@ fn scalar_of(t: &EagerTensor) -> Res<f64> {
 /// `keep`: leave the gradient graph alive (`drop_ms` null) and let the process's exit free
 /// it, for sizes whose drop would cost as much as the transform again.
 fn whole(schedule: &[usize], beta: f64, keep: bool) -> Res<String> {
+    let start = Instant::now();
     let x = TracedTensor::from_vec_col_major(vec![], vec![beta])?;
     let lnz = trg::lnz_per_site(&mut Traced, &x, schedule)?;
     let primal = run_scalar(&lnz)?;
     let ad = ad_context()?;
+    // one line, flushed, so that a run killed inside ad.grad shows when it went in
+    eprintln!("trgad-tenferro: ad.grad started at {:.1} ms", ms(start));
     let t = Instant::now();
     let g = ad.grad(&lnz, &x)?;
     let transform_ms = ms(t);
@@ -113,9 +116,10 @@ fn whole(schedule: &[usize], beta: f64, keep: bool) -> Res<String> {
     };
     Ok(format!(
         "{{\"mode\": \"whole\", \"steps\": {}, \"schedule\": {}, \"beta\": {}, \"lnz_per_site\": {}, \
-         \"primal_ops\": {}, \"transform_ms\": {}, \"drop_ms\": {}, \"grad_ops\": {}, \"compile_ms\": {}, \
+         \"primal_ops\": {}, \"primal_compile_ms\": {}, \"transform_ms\": {}, \"drop_ms\": {}, \"grad_ops\": {}, \"compile_ms\": {}, \
          \"prepare_ms\": {}, \"run_ms\": {}, \"grad\": {}}}",
-        schedule.len(), list(schedule), num(beta), num(primal.value), primal.ops, num(transform_ms),
+        schedule.len(), list(schedule), num(beta), num(primal.value), primal.ops,
+        num(primal.compile_ms), num(transform_ms),
         num(drop_ms), ran.ops, num(ran.compile_ms), num(ran.prepare_ms), num(ran.run_ms), num(ran.value)
     ))
 }
@@ -287,6 +291,10 @@ impl Args {
 }
 
 fn main() -> ExitCode {
+    // a panic inside tenferro-rs: one line naming it (the default hook ends on a hint)
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("trgad-tenferro: panic: {}", info.to_string().replace('\n', " "))
+    }));
     let words: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: trgad-tenferro whole|chain|staged [--options]; see src/main.rs";
     let Some((cmd, rest)) = words.split_first() else {
