@@ -75,7 +75,8 @@ def _cmdline(proc):
 
 
 def test_chain_base_two():
-    runs = {d: tenferro.chain(d, 2, 2.0) for d in (16, 18, 20)}
+    runs = {d: min((tenferro.chain(d, 2, 2.0) for _ in range(3)), key=lambda r: r["transform_ms"])
+            for d in (16, 18, 20)}                       # the fastest of three: timings are noisy
     for d, out in runs.items():
         assert out["grad"] == 2.0 ** d and out["returned"]
     base = (runs[20]["transform_ms"] / runs[16]["transform_ms"]) ** (1 / 4)

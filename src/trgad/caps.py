@@ -80,7 +80,7 @@ TENFERRO_HANG_SECONDS = 4.0
 #: Depths of tenferro-rs's mul chain, by fan-out: the largest transform takes well under a
 #: second (fan-out 2 at 22 layers, 3 at 13), and so does its drop.
 TENFERRO_CHAIN_DEPTHS = ({2: (14, 16, 18), 3: (8, 9, 10)} if PREVIEW
-                         else {2: (16, 18, 20, 22), 3: (10, 11, 12, 13)})
+                         else {2: (16, 18, 20, 22), 3: (9, 11, 13)})
 
 # ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).
