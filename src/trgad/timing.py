@@ -263,6 +263,27 @@ def _last_line(file):
     return lines[-1] if lines else ""
 
 
+def _run_capped(cmd, timeout, out, err, env, status=False):
+    """Start ``cmd`` in a session of its own (stdout, stderr to the files ``out``, ``err``),
+    wait until it exits or ``timeout`` s pass, then kill its process group whatever
+    happened, so nothing the run started survives it.  Returns (killed, seconds), and the
+    exit status too when ``status``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                            start_new_session=True)
+    killed = False
+    try:
+        while not _exited(proc):
+            if time.perf_counter() - t0 > timeout:
+                killed = True
+                break
+            time.sleep(0.01)
+        seconds = time.perf_counter() - t0
+    finally:
+        _end_group(proc)
+    return (killed, seconds, proc.returncode) if status else (killed, seconds)
+
+
 def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
                      args: list | None = None) -> SubprocessResult:
     """Run ``module:function(*args, **kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
@@ -291,19 +312,7 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
             tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         result_path = os.path.join(tmp, "result.json")
         cmd = [sys.executable, "-c", _RUNNER, result_path, target, json.dumps([args or [], kwargs or {}])]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                start_new_session=True)
-        killed = False
-        try:
-            while not _exited(proc):
-                if time.perf_counter() - t0 > timeout:
-                    killed = True
-                    break
-                time.sleep(0.02)
-            seconds = time.perf_counter() - t0
-        finally:
-            _end_group(proc)         # whatever happened: nothing the run started survives it
+        killed, seconds = _run_capped(cmd, timeout, out, err, env)
         if killed:
             return SubprocessResult(False, seconds, timeout)
         try:
@@ -340,21 +349,9 @@ def run_command(cmd: list, timeout: float) -> CommandResult:
 
     timeout = check_timeout(timeout)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
-        killed = False
-        try:
-            while not _exited(proc):
-                if time.perf_counter() - t0 > timeout:
-                    killed = True
-                    break
-                time.sleep(0.01)
-            seconds = time.perf_counter() - t0
-        finally:
-            _end_group(proc)
+        killed, seconds, status = _run_capped(cmd, timeout, out, err, None, status=True)
         out.seek(0)
-        return CommandResult(not killed, seconds, timeout, None if killed else proc.returncode,
+        return CommandResult(not killed, seconds, timeout, None if killed else status,
                              out.read().decode("utf-8", "replace"), _last_line(err))
 
 
