@@ -78,9 +78,10 @@ TENFERRO_STEPS = (1, 2, 3, 4)
 #: on the factor per step, about this cap over the 4-step transform.
 TENFERRO_HANG_SECONDS = 4.0
 #: Depths of tenferro-rs's mul chain, by fan-out: the largest transform takes well under a
-#: second (fan-out 2 at 22 layers, 3 at 13), and so does its drop.
-TENFERRO_CHAIN_DEPTHS = ({2: (14, 16, 18), 3: (8, 9, 10)} if PREVIEW
-                         else {2: (16, 18, 20, 22), 3: (9, 11, 13)})
+#: second (fan-out 2 at 22 layers, 3 at 14), and so does its drop; below ~10 ms a fixed
+#: cost of about a millisecond flattens the fit of the base.
+TENFERRO_CHAIN_DEPTHS = ({2: (16, 18, 20), 3: (11, 12, 13)} if PREVIEW
+                         else {2: (16, 18, 20, 22), 3: (11, 12, 13, 14)})
 
 # ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).
