@@ -263,11 +263,11 @@ def _last_line(file):
     return lines[-1] if lines else ""
 
 
-def _run_capped(cmd, timeout, out, err, env, status=False):
+def _run_capped(cmd, timeout, out, err, env):
     """Start ``cmd`` in a session of its own (stdout, stderr to the files ``out``, ``err``),
     wait until it exits or ``timeout`` s pass, then kill its process group whatever
-    happened, so nothing the run started survives it.  Returns (killed, seconds), and the
-    exit status too when ``status``."""
+    happened, so nothing the run started survives it.  Returns (killed, seconds, exit
+    status), the status None when killed."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
                             start_new_session=True)
@@ -281,7 +281,7 @@ def _run_capped(cmd, timeout, out, err, env, status=False):
         seconds = time.perf_counter() - t0
     finally:
         _end_group(proc)
-    return (killed, seconds, proc.returncode) if status else (killed, seconds)
+    return killed, seconds, None if killed else proc.returncode
 
 
 def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
@@ -312,14 +312,14 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
             tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         result_path = os.path.join(tmp, "result.json")
         cmd = [sys.executable, "-c", _RUNNER, result_path, target, json.dumps([args or [], kwargs or {}])]
-        killed, seconds = _run_capped(cmd, timeout, out, err, env)
+        killed, seconds, status = _run_capped(cmd, timeout, out, err, env)
         if killed:
             return SubprocessResult(False, seconds, timeout)
         try:
             with open(result_path) as f:
                 message = json.loads(f.read())
         except (OSError, ValueError):
-            why = _last_line(err) or f"the child exited with status {proc.returncode} without a result"
+            why = _last_line(err) or f"the child exited with status {status} without a result"
             return SubprocessResult(False, seconds, timeout, error=why)
     if "input_error" in message:
         return SubprocessResult(False, seconds, timeout, input_error=message["input_error"])
@@ -349,7 +349,7 @@ def run_command(cmd: list, timeout: float) -> CommandResult:
 
     timeout = check_timeout(timeout)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        killed, seconds, status = _run_capped(cmd, timeout, out, err, None, status=True)
+        killed, seconds, status = _run_capped(cmd, timeout, out, err, None)
         out.seek(0)
         return CommandResult(not killed, seconds, timeout, None if killed else status,
                              out.read().decode("utf-8", "replace"), _last_line(err))
