@@ -82,6 +82,14 @@ TENFERRO_HANG_SECONDS = 4.0
 #: cost of about a millisecond flattens the fit of the base.
 TENFERRO_CHAIN_DEPTHS = ({2: (16, 18, 20), 3: (11, 12, 13)} if PREVIEW
                          else {2: (16, 18, 20, 22), 3: (11, 12, 13, 14)})
+#: Mul-chain depths at which tenferro-rs's calls of its key equality are counted exactly
+#: (valgrind's callgrind, trgad.tenferro.count; book/rootcause.md), by fan-out: three depths
+#: fix the closed form A K**D + B D + C, the others check it.  Under callgrind the deepest
+#: takes about 10 s; each count is kept per machine.
+COUNT_CHAIN_DEPTHS = ({2: tuple(range(2, 9)), 3: tuple(range(2, 7))} if PREVIEW
+                      else {2: tuple(range(2, 11)), 3: tuple(range(2, 8))})
+#: TRG steps counted the same way (3 steps: about 15 s under callgrind).
+COUNT_TRG_STEPS = (1, 2, 3)
 
 # ---- the modes of differentiation (trgad.modes, trgad.bench, trgad.params, trgad.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).

@@ -143,26 +143,40 @@ def _parser():
     trg_args = argparse.ArgumentParser(add_help=False)
     trg_args.add_argument("--beta", default="0.3", help=f"inverse temperature in ({lo:g}, {hi:g}] (default 0.3)")
     trg_args.add_argument("--chi", default="16", help=f"bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
-    fw = fsub.add_parser("whole", parents=[trg_args, cap, json_], help="ad.grad of the whole TRG graph")
+    release = argparse.ArgumentParser(add_help=False)
+    release.add_argument("--release", default=tenferro.VERSION, help=f"tenferro-rs release, one of "
+                         f"{', '.join(tenferro.VERSIONS)} (default {tenferro.VERSION})")
+    fw = fsub.add_parser("whole", parents=[trg_args, release, cap, json_], help="ad.grad of the whole TRG graph")
     fw.add_argument("--steps", required=True, help=f"TRG steps in [1, {MAX_STEPS}]")
     fw.add_argument("--eager", action="store_true", help="eager graph and backward() instead of ad.grad")
     fw.add_argument("--keep", action="store_true", help="do not drop the gradient graph (the exit frees it)")
-    fc = fsub.add_parser("chain", parents=[cap, json_], help="ad.grad of the mul chain y <- y**K / K")
+    fc = fsub.add_parser("chain", parents=[release, cap, json_], help="ad.grad of the mul chain y <- y**K / K")
     fc.add_argument("--depth", required=True, help="layers in [1, 64]")
     fc.add_argument("--fanout", default="2", help="uses of each value per layer, in [1, 8] (default 2)")
     fc.add_argument("--x0", default="2", help="point, |x0| <= 1e6 (default 2: the gradient is 2**depth)")
     fs = fsub.add_parser("staged", parents=[trg_args, cap, json_], help="one VJP per TRG step, value and u")
     fs.add_argument("--steps", default="20", help=f"TRG steps in [1, {MAX_STEPS}] (default 20)")
     fs.add_argument("--repeats", default="3", help=f"timed passes after the first, in [1, {REPEATS_MAX}] (default 3)")
+    fk = fsub.add_parser("count", parents=[trg_args, release, json_],
+                         help="exact calls of the key equality in ad.grad and in the drop (valgrind's callgrind)")
+    fk.add_argument("--graph", required=True, help="chain or trg")
+    fk.add_argument("--depth", help="chain: layers in [1, 64]")
+    fk.add_argument("--fanout", default="2", help="chain: uses of each value per layer, in [1, 8] (default 2)")
+    fk.add_argument("--steps", help=f"trg: TRG steps in [1, {MAX_STEPS}]")
+    fk.add_argument("--timeout", default=str(tenferro.COUNT_TIMEOUT_SECONDS),
+                    help=f"kill one callgrind run after this many seconds (default {tenferro.COUNT_TIMEOUT_SECONDS:g})")
     return p
 
 
 def _cmd_tenferro(a):
     timeout = check_timeout(a.timeout)
+    if a.what == "count":
+        return _emit(_count(a, timeout), a.json, _line, "tenferro count")
     if a.what == "whole":
-        out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, keep=a.keep, timeout=timeout)
+        out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, keep=a.keep, version=a.release,
+                             timeout=timeout)
     elif a.what == "chain":
-        out = tenferro.chain(a.depth, a.fanout, a.x0, timeout=timeout)
+        out = tenferro.chain(a.depth, a.fanout, a.x0, version=a.release, timeout=timeout)
     else:
         out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, timeout=timeout)
     if not out["returned"]:
@@ -175,6 +189,18 @@ def _cmd_tenferro(a):
     if missing:     # the program prints null for a number that is not finite
         raise _NotFinite(f"tenferro {a.what}: {missing[0]} is not a finite number")
     return _emit(out, a.json, _line, f"tenferro {a.what}")
+
+
+def _count(a, timeout):
+    graph = check_choice("--graph", a.graph, ("chain", "trg"))
+    needed, other = ("--depth", "--steps") if graph == "chain" else ("--steps", "--depth")
+    if getattr(a, needed[2:]) is None:
+        raise InputError(f"--graph {graph} needs {needed}")
+    if getattr(a, other[2:]) is not None:
+        raise InputError(f"--graph {graph} takes no {other}")
+    if graph == "chain":
+        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, timeout=timeout)
+    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, timeout=timeout)
 
 
 def _in_child(target, kwargs, timeout, what, hint):
