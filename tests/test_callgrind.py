@@ -76,7 +76,8 @@ def test_count_says_valgrind_is_missing(monkeypatch):
 
 
 needs_harness = pytest.mark.skipif(
-    not (tenferro.available() and shutil.which("valgrind")) and not os.environ.get("CI"),
+    not (tenferro.available() and tenferro.available(tenferro.NEWEST) and shutil.which("valgrind"))
+    and not os.environ.get("CI"),
     reason="needs the harness (pip install -r requirements.txt) and valgrind")
 
 
@@ -117,3 +118,15 @@ def test_trg_counts_grow_by_the_paths_per_step():
     for key in ("eq_nested_transform", "eq_nested_drop"):
         assert n[3][key] / n[2][key] == pytest.approx(16, rel=0.01), key
         assert n[2][key] / n[1][key] > 10, key
+
+
+@pytest.mark.slow
+@needs_harness
+def test_newest_release_walks_exactly_as_the_report_version():
+    """tenferro-rs NEWEST (0.9.0) makes the same calls as 0.8.0 at the depths the book shows."""
+    from trgad import caps
+    for D in caps.COUNT_CHAIN_DEPTHS[2]:
+        old = tenferro.count("chain", depth=D, fanout=2)
+        new = tenferro.count("chain", depth=D, fanout=2, version=tenferro.NEWEST)
+        assert new["eq_nested_transform"] == old["eq_nested_transform"], D
+        assert new["eq_nested_drop"] == old["eq_nested_drop"], D

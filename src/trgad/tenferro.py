@@ -3,8 +3,8 @@
 The programs live in ``tenferro-harness/`` (one binary, ``trgad-tenferro``, pinned to
 tenferro-rs :data:`VERSION` by its committed ``Cargo.lock``; ``pip install -r
 requirements.txt`` builds it with setuptools-rust), and once more against the newest release
-measured, :data:`NEWEST` (``trgad-tenferro-<version>``, ``tenferro-harness/v<version>/``, its
-own lock; same source).  Each call here runs it once as a child process
+measured, :data:`NEWEST` (``trgad-tenferro-0-9-0``, ``tenferro-harness/v0.9.0/``, its own
+lock; same source).  Each call here runs it once as a child process
 in a session of its own, with a hard timeout that kills its whole process group
 (:func:`trgad.timing.run_command`), and returns the one JSON object it printed, plus
 ``returned`` (False when the timeout ended it: then only ``timeout_s`` and ``seconds``) and
@@ -59,7 +59,7 @@ NEWEST_SEEN = "2026-12-02"
 #: Releases a call can name (``version=``).
 VERSIONS = (VERSION, NEWEST)
 #: The harness's program, installed beside this Python's scripts (for :data:`VERSION`;
-#: ``trgad-tenferro-<version>`` for the others).
+#: ``trgad-tenferro-0-9-0`` for 0.9.0).
 PROGRAM = "trgad-tenferro"
 #: Range of beta the harness takes (it differentiates e^{-2 beta} directly, so beta > 0).
 BETA_RANGE = (1e-3, 10.0)
@@ -72,7 +72,9 @@ class TenferroError(RuntimeError):
 
 
 def _name(version):
-    return PROGRAM if version == VERSION else f"{PROGRAM}-{version}"
+    """The program's name for ``version``: ``trgad-tenferro``, or ``trgad-tenferro-0-9-0``
+    (cargo takes no dot in a program's name)."""
+    return PROGRAM if version == VERSION else f"{PROGRAM}-{version.replace('.', '-')}"
 
 
 def program(version=VERSION):
@@ -198,7 +200,7 @@ KEY_EQ = "<computegraph::types::ValueKey<Op> as core::cmp::PartialEq>::eq"
 #: gradient (never inlined, named for this), and, inside the transform, the library's
 #: registration of the derivative graph's metadata in its process-wide registry
 #: (tenferro-internal-ops ``src/ad/context.rs``).
-COUNTED = {"transform": "trgad_tenferro::transform", "drop": "trgad_tenferro::release",
+COUNTED = {"transform": "{crate}::transform", "drop": "{crate}::release",
            "registry": "tenferro_ops::ad::context::register_scoped_global_metadata_batch*"}
 #: Hard timeout of one callgrind run (the programs run ~50x slower under it), seconds.
 COUNT_TIMEOUT_SECONDS = 300.0
@@ -218,10 +220,11 @@ def _callgrind(args, where, version, timeout):
     :func:`trgad.callgrind.calls_to`)."""
     import tempfile
 
+    function = COUNTED[where].format(crate=_name(version).replace("-", "_"))
     with tempfile.TemporaryDirectory(prefix="trgad-callgrind-") as tmp:
         out = os.path.join(tmp, "callgrind.out")
         cmd = [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-               f"--toggle-collect={COUNTED[where]}", program(version), *args]
+               f"--toggle-collect={function}", program(version), *args]
         try:
             result = run_command(cmd, timeout)
         except OSError as e:
@@ -233,8 +236,8 @@ def _callgrind(args, where, version, timeout):
             raise TenferroError(f"callgrind of {PROGRAM} {args[0]} failed (exit {result.status}): "
                                 f"{result.last_error or 'no message'}")
         counts = callgrind.call_counts(out)
-        if where != "registry" and not any(caller == COUNTED[where] for caller, _ in counts):
-            raise TenferroError(f"{program(version)} has no function {COUNTED[where]}: it was built "
+        if where != "registry" and not any(caller == function for caller, _ in counts):
+            raise TenferroError(f"{program(version)} has no function {function}: it was built "
                                 f"from an older harness (reinstall: pip install -r requirements.txt)")
         return callgrind.calls_to(counts, KEY_EQ)
 
