@@ -23,7 +23,8 @@ SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userste
            "report", "flowchart"}
 CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
         "fixedpoint", "elsewhere", "broadened", "impurity"}
-ENGINE = {"keys", "keylayout", "rules", "program", "engine", "keyed_trg", "chain", "probe", "tenferro"}
+ENGINE = {"keys", "keylayout", "rules", "program", "engine", "keyed_trg", "chain", "probe", "tenferro",
+          "callgrind"}
 FRONT = {"cli", "bench", "__main__"}
 LAYERS = [SUPPORT, CORE, ENGINE, FRONT]          # each may use itself and those before it
 PACKAGE_INIT = "__init__"                        # imports the core and support for users
