@@ -1,6 +1,8 @@
 """trgad.cache: where the persistent compilation cache lives, and that a second process reuses it."""
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +23,36 @@ print(json.dumps({"dir": str(cache.directory()), "hits": len(hits), "u": -float(
 """
 
 
-def _child(env):
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
+#: ``python -m trgad --help`` as under a uid without a passwd entry and without HOME (a
+#: container's arbitrary uid): Python's ``Path.home()`` then raises "Could not determine home
+#: directory".
+NO_HOME = """
+import os, pwd, runpy, sys
+os.environ.pop("HOME", None)
+def no_entry(uid):
+    raise KeyError(f"getpwuid(): uid not found: {uid}")
+pwd.getpwuid = no_entry
+sys.argv = ["trgad", "--help"]
+runpy.run_module("trgad", run_name="__main__")
+"""
+
+
+def _child(env, prefix=()):
+    r = subprocess.run([*prefix, sys.executable, "-c", CHILD], capture_output=True, text=True,
+                       env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1]) | {"stderr": r.stderr}
+
+
+def _unprivileged():
+    """The command prefix under which a child cannot write into a folder of mode 0o555: none
+    for a user; for root, another uid that may still read every file (setpriv)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: no way to run a child that a folder's mode stops")
+    return ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups",
+            "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
 
 
 def test_folder_from_the_environment(tmp_path):
@@ -33,6 +61,35 @@ def test_folder_from_the_environment(tmp_path):
     assert cache.root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "trgad"
     assert cache.root({}) == Path.home() / ".cache" / "trgad"
     assert cache.directory({"TRGAD_CACHE_DIR": str(tmp_path)}) == tmp_path / cache.key()
+
+
+def test_no_home_directory_means_no_cache(monkeypatch):
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    assert cache.root({}) is None and cache.directory({}) is None
+    assert cache.root({"XDG_CACHE_HOME": "/x"}) == Path("/x/trgad")
+
+
+def test_no_home_directory_never_stops_the_package():
+    env = {k: v for k, v in os.environ.items() if k not in (cache.ENV, "XDG_CACHE_HOME")}
+    r = subprocess.run([sys.executable, "-c", NO_HOME], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage:"), r.stderr
+    assert r.stderr == ""
+
+
+def test_an_unwritable_folder_is_left_alone(tmp_path):
+    prefix = _unprivileged()
+    (tmp_path / cache.key()).mkdir()
+    folders = (tmp_path / cache.key(), tmp_path)
+    for folder in folders:
+        folder.chmod(0o555)
+    try:
+        out = _child(dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path)), prefix)
+    finally:
+        for folder in folders:
+            folder.chmod(0o755)
+    assert out["stderr"] == "" and os.listdir(tmp_path / cache.key()) == []
 
 
 def test_key_names_the_compiler_and_the_source():

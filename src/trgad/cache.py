@@ -8,7 +8,9 @@ the test run or ``python -m trgad``.  Tracing and lowering still happen in every
 cache holds compiled programs, never results.
 
 Where (:func:`directory`): ``$TRGAD_CACHE_DIR`` if set; ``TRGAD_CACHE_DIR=`` (set but empty)
-turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  Inside
+turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  No
+place for it - no home directory, a folder that cannot be made or written - means no cache,
+never an error: a cache may make a process quicker, never stop it.  Inside
 it, one folder per key: the versions of jax and jaxlib and a hash of the package's source,
 so a changed program, a changed compiler or a changed package never meets an old entry
 (JAX's own key covers the program and the compiler options as well).  Remove the folder to
@@ -48,13 +50,20 @@ def key() -> str:
 
 def root(environ=None) -> Path | None:
     """The cache's top folder from the environment (see the module docstring), or None when
-    ``TRGAD_CACHE_DIR`` is set but empty (cache off)."""
+    ``TRGAD_CACHE_DIR`` is set but empty (cache off) or the folder is under a home directory
+    that cannot be found (a uid without a passwd entry and no ``HOME``: no cache, as in plain
+    JAX, rather than a package that cannot be imported)."""
     environ = os.environ if environ is None else environ
     if ENV in environ:
         value = environ[ENV].strip()
-        return Path(value).expanduser() if value else None
-    base = environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "trgad"
+        if not value:
+            return None
+    else:
+        value = (environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache") + "/trgad"
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:            # pathlib: "Could not determine home directory."
+        return None
 
 
 def directory(environ=None) -> Path | None:
@@ -66,18 +75,25 @@ def directory(environ=None) -> Path | None:
 def setup() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`directory` (every program, however
     quick to compile); called when ``trgad`` is imported.  Returns the folder, or None when
-    the cache is off or the folder cannot be created (then JAX compiles as usual)."""
+    the cache is off or the folder cannot be created or written (then JAX compiles as usual,
+    without a word)."""
     path = directory()
-    if path is None:
-        return None
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    if path is None or not _writable(path):
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+def _writable(path) -> bool:
+    """Whether ``path`` is (or can be made) a folder this process may write in: where it may
+    not, JAX would warn about every entry it fails to write."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
 
 
 @contextlib.contextmanager
