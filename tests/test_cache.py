@@ -92,6 +92,36 @@ def test_an_unwritable_folder_is_left_alone(tmp_path):
     assert out["stderr"] == "" and os.listdir(tmp_path / cache.key()) == []
 
 
+SETTINGS = """
+import jax
+{before}
+import trgad
+c = jax.config
+print(c.jax_compilation_cache_dir, c.jax_persistent_cache_min_compile_time_secs,
+      c.jax_persistent_cache_min_entry_size_bytes)
+"""
+
+
+@pytest.mark.parametrize("env, before, expected", [
+    ({}, "", "{ours} 0.0 0"),
+    ({"JAX_COMPILATION_CACHE_DIR": "{own}"}, "", "{own} 1.0 0"),
+    ({}, "jax.config.update('jax_compilation_cache_dir', '{own}')", "{own} 1.0 0"),
+    ({"JAX_ENABLE_COMPILATION_CACHE": "0"}, "", "None 1.0 0"),
+    ({"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "5",
+      "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "4096"}, "", "{ours} 5.0 4096"),
+    ({}, "jax.config.update('jax_persistent_cache_min_compile_time_secs', 2.5)", "{ours} 2.5 0"),
+])
+def test_the_users_own_cache_settings_are_kept(tmp_path, env, before, expected):
+    names = {"own": str(tmp_path / "own"), "ours": str(tmp_path / "trgad" / cache.key())}
+    env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "trgad"),
+               **{k: v.format(**names) for k, v in env.items()})
+    r = subprocess.run([sys.executable, "-c", SETTINGS.format(before=before.format(**names))],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == expected.format(**names).split()
+    assert (tmp_path / "trgad").exists() == ("{ours}" in expected)
+
+
 def test_key_names_the_compiler_and_the_source():
     import jax
     k = cache.key()

@@ -16,6 +16,13 @@ so a changed program, a changed compiler or a changed package never meets an old
 (JAX's own key covers the program and the compiler options as well).  Remove the folder to
 clear it (``rm -rf ~/.cache/trgad``).
 
+What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
+(the folder above) and ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of
+the process is kept, the user's own too: the book's are many and quick to compile).  Where
+the user names a cache folder or turns JAX's cache off (``JAX_COMPILATION_CACHE_DIR``,
+``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update`` before importing trgad), trgad
+changes nothing; a compile-time threshold the user set is kept.
+
 Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
 run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
 Source: JAX documentation, "Persistent compilation cache".
@@ -33,6 +40,10 @@ from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
 ENV = "TRGAD_CACHE_DIR"
+
+#: JAX's setting of the compile time below which a program is not kept, and its default
+#: (``jax/_src/config.py``): a value other than the default is the user's, and is kept.
+_MIN_SECONDS_ENV, _JAX_MIN_SECONDS = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1.0
 
 
 def _source_hash() -> str:
@@ -73,16 +84,21 @@ def directory(environ=None) -> Path | None:
 
 
 def setup() -> Path | None:
-    """Point JAX's persistent compilation cache at :func:`directory` (every program, however
-    quick to compile); called when ``trgad`` is imported.  Returns the folder, or None when
-    the cache is off or the folder cannot be created or written (then JAX compiles as usual,
-    without a word)."""
+    """Point JAX's persistent compilation cache at :func:`directory` and have it keep every
+    program, however quick to compile (``jax_persistent_cache_min_compile_time_secs`` 0,
+    unless the user set it); called when ``trgad`` is imported.  Returns the folder, or None
+    when JAX's cache is the user's (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config`` names a
+    folder, or turns the cache off: nothing is changed), when trgad's is off, or when its
+    folder cannot be created or written (then JAX compiles as usual, without a word)."""
+    if jax.config.jax_compilation_cache_dir is not None or not jax.config.jax_enable_compilation_cache:
+        return None
     path = directory()
     if path is None or not _writable(path):
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if (_MIN_SECONDS_ENV not in os.environ
+            and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_MIN_SECONDS):
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
 
 
