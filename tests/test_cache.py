@@ -12,14 +12,15 @@ import pytest
 from trgad import cache
 
 CHILD = """
-import json, jax
+import json, os, jax
 hits = []
 jax.monitoring.register_event_listener(lambda e, **kw: hits.append(e) if e.endswith("cache_hits") else None)
 import trgad, jax.numpy as jnp
 from trgad import trg, cache
 f = jax.jit(jax.value_and_grad(lambda b: trg.lnz_per_site(b, [2, 4])))
 v, g = f(0.3)
-print(json.dumps({"dir": str(cache.directory()), "hits": len(hits), "u": -float(g)}))
+print(json.dumps({"dir": str(cache.directory()), "hits": len(hits), "u": -float(g),
+                  "cpus": len(os.sched_getaffinity(0))}))
 """
 
 
@@ -37,9 +38,11 @@ runpy.run_module("trgad", run_name="__main__")
 """
 
 
-def _child(env, prefix=()):
+def _child(env, prefix=(), cpus=None):
+    """Run CHILD (``prefix`` before the command; on ``cpus`` only, where given)."""
     r = subprocess.run([*prefix, sys.executable, "-c", CHILD], capture_output=True, text=True,
-                       env=env, timeout=300)
+                       env=env, timeout=300,
+                       preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1]) | {"stderr": r.stderr}
 
@@ -122,10 +125,23 @@ def test_the_users_own_cache_settings_are_kept(tmp_path, env, before, expected):
     assert (tmp_path / "trgad").exists() == ("{ours}" in expected)
 
 
-def test_key_names_the_compiler_and_the_source():
+def test_key_names_the_compiler_the_source_and_xla_flags():
     import jax
-    k = cache.key()
+    k = cache.key({})
     assert k.startswith(f"jax-{jax.__version__}-jaxlib-") and len(k.rsplit("-", 1)[1]) == 16
+    assert cache.key({"XLA_FLAGS": " "}) == k != cache.key({"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"})
+
+
+def test_a_program_compiled_on_one_cpu_is_not_loaded_on_two(tmp_path):
+    """XLA's CPU compiler splits loops into as many parts as the compiling process has CPUs
+    (test workers and the book's build run on one CPU each, ``python -m trgad`` on all)."""
+    env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path))
+    one = _child(env, cpus={min(os.sched_getaffinity(0))})
+    two = _child(env, cpus=range(os.cpu_count()))
+    if two["cpus"] < 2:
+        pytest.skip("one CPU only")
+    assert one["cpus"] == 1 and one["hits"] == 0 and two["hits"] == 0
+    assert len(os.listdir(two["dir"])) == 2, "two programs: one per CPU count"
 
 
 def test_a_second_process_loads_what_the_first_compiled(tmp_path):

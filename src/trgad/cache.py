@@ -10,18 +10,24 @@ cache holds compiled programs, never results.
 Where (:func:`directory`): ``$TRGAD_CACHE_DIR`` if set; ``TRGAD_CACHE_DIR=`` (set but empty)
 turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  No
 place for it - no home directory, a folder that cannot be made or written - means no cache,
-never an error: a cache may make a process quicker, never stop it.  Inside
-it, one folder per key: the versions of jax and jaxlib and a hash of the package's source,
-so a changed program, a changed compiler or a changed package never meets an old entry
-(JAX's own key covers the program and the compiler options as well).  Remove the folder to
-clear it (``rm -rf ~/.cache/trgad``).
+never an error: a cache may make a process quicker, never stop it.
+
+Inside it, one folder per key (:func:`key`): the versions of jax and jaxlib and a hash of the
+package's source and of ``XLA_FLAGS``, so a changed compiler or package never meets an old
+entry.  JAX's own key (``jax/_src/cache_key.py``) covers the program, the compile options
+and ``XLA_FLAGS``, not the number of CPUs, which XLA's CPU compiler builds into the program
+(it splits loops into that many parts): trgad adds that number, read as each program is
+compiled, to JAX's key (its ``custom_hook``), so what a process pinned to one CPU (a test
+worker) compiled is never loaded by one on two.  Remove the folder to clear it
+(``rm -rf ~/.cache/trgad``).
 
 What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
-(the folder above) and ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of
-the process is kept, the user's own too: the book's are many and quick to compile).  Where
-the user names a cache folder or turns JAX's cache off (``JAX_COMPILATION_CACHE_DIR``,
-``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update`` before importing trgad), trgad
-changes nothing; a compile-time threshold the user set is kept.
+(the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
+process is kept, the user's own too: the book's are many and quick to compile) and the CPU
+count in JAX's key.  Where the user names a cache folder or turns JAX's cache off
+(``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update``
+before importing trgad), trgad changes nothing; a compile-time threshold the user set is
+kept.
 
 Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
 run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
@@ -36,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 
 import jax
+from jax._src import cache_key as _jax_key
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
@@ -46,17 +53,17 @@ ENV = "TRGAD_CACHE_DIR"
 _MIN_SECONDS_ENV, _JAX_MIN_SECONDS = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1.0
 
 
-def _source_hash() -> str:
-    here = Path(__file__).resolve().parent
+def key(environ=None) -> str:
+    """The folder name for this jax, jaxlib, package source and ``XLA_FLAGS`` (``environ``,
+    default ``os.environ``): ``jax-X-jaxlib-Y-<hash>``."""
+    environ = os.environ if environ is None else environ
     h = hashlib.sha256()
-    for path in sorted(here.glob("*.py")):
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def key() -> str:
-    """The folder name for this jax, jaxlib and package source: ``jax-X-jaxlib-Y-<hash>``."""
-    return f"jax-{jax.__version__}-jaxlib-{metadata.version('jaxlib')}-{_source_hash()}"
+    flags = environ.get("XLA_FLAGS", "").strip()
+    if flags:
+        h.update(b"XLA_FLAGS\0" + flags.encode())
+    return f"jax-{jax.__version__}-jaxlib-{metadata.version('jaxlib')}-{h.hexdigest()[:16]}"
 
 
 def root(environ=None) -> Path | None:
@@ -80,7 +87,7 @@ def root(environ=None) -> Path | None:
 def directory(environ=None) -> Path | None:
     """Where this process's compiled programs go: ``root() / key()``, or None (off)."""
     top = root(environ)
-    return None if top is None else top / key()
+    return None if top is None else top / key(environ)
 
 
 def setup() -> Path | None:
@@ -92,6 +99,8 @@ def setup() -> Path | None:
     folder cannot be created or written (then JAX compiles as usual, without a word)."""
     if jax.config.jax_compilation_cache_dir is not None or not jax.config.jax_enable_compilation_cache:
         return None
+    if not hasattr(_jax_key, "custom_hook"):    # a JAX without it: no cache, never a wrong one
+        return None
     path = directory()
     if path is None or not _writable(path):
         return None
@@ -99,7 +108,24 @@ def setup() -> Path | None:
     if (_MIN_SECONDS_ENV not in os.environ
             and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_MIN_SECONDS):
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if not getattr(_jax_key.custom_hook, "trgad", False):
+        _jax_key.custom_hook = _with_cpus(_jax_key.custom_hook)
     return path
+
+
+def _cpus() -> int:
+    """The number of CPUs this thread may run on (all of them where the OS has no affinity)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _with_cpus(hook):
+    """JAX's cache-key hook ``hook`` (``jax._src.cache_key.custom_hook``, whose string JAX
+    hashes into every key) with :func:`_cpus` added, read when each program is compiled: XLA's
+    CPU compiler splits loops into that many parts then, and JAX's own key misses it."""
+    def custom_hook():
+        return f"{hook()}|trgad-cpus={_cpus()}"
+    custom_hook.trgad = True
+    return custom_hook
 
 
 def _writable(path) -> bool:
