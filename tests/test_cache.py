@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jax._src.compilation_cache import decompress_executable
 
 from trgad import cache
 
@@ -152,6 +153,21 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     second = _child(env)
     assert second["hits"] >= 1 and second["u"] == first["u"]
     assert set(os.listdir(second["dir"])) == files, "nothing new compiled"
+
+
+def test_a_broken_entry_is_named_once_removed_and_compiled_again(tmp_path):
+    env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path))
+    first = _child(env)
+    (entry,) = Path(first["dir"]).glob("*-cache")
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[:len(whole) // 2])      # as left by a full disk or a killed run
+    second = _child(env)
+    lines = second["stderr"].splitlines()
+    assert len(lines) == 1 and str(entry) in lines[0] and lines[0].startswith("trgad: "), lines
+    assert second["hits"] == 0 and second["u"] == first["u"]
+    assert decompress_executable(entry.read_bytes()), "a whole entry again"
+    third = _child(env)
+    assert third["hits"] >= 1 and third["stderr"] == ""
 
 
 @pytest.mark.slow      # a second interpreter; test_a_second_process_loads_what_the_first_compiled stays quick

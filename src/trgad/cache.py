@@ -18,8 +18,9 @@ entry.  JAX's own key (``jax/_src/cache_key.py``) covers the program, the compil
 and ``XLA_FLAGS``, not the number of CPUs, which XLA's CPU compiler builds into the program
 (it splits loops into that many parts): trgad adds that number, read as each program is
 compiled, to JAX's key (its ``custom_hook``), so what a process pinned to one CPU (a test
-worker) compiled is never loaded by one on two.  Remove the folder to clear it
-(``rm -rf ~/.cache/trgad``).
+worker) compiled is never loaded by one on two.  An entry that cannot be loaded (cut short
+by a full disk or a killed run) is named in one line on stderr, removed and compiled again.
+Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
 
 What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
 (the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
@@ -38,11 +39,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import jax
 from jax._src import cache_key as _jax_key
+from jax._src import compilation_cache as _jax_read
+from jax._src.lru_cache import _CACHE_SUFFIX
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
@@ -110,6 +114,8 @@ def setup() -> Path | None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if not getattr(_jax_key.custom_hook, "trgad", False):
         _jax_key.custom_hook = _with_cpus(_jax_key.custom_hook)
+    if not getattr(_jax_read.get_executable_and_time, "trgad", False):
+        _jax_read.get_executable_and_time = _dropping_broken(_jax_read.get_executable_and_time, path)
     return path
 
 
@@ -126,6 +132,33 @@ def _with_cpus(hook):
         return f"{hook()}|trgad-cpus={_cpus()}"
     custom_hook.trgad = True
     return custom_hook
+
+
+def _dropping_broken(read, folder):
+    """JAX's read of a cache entry, ``read`` (``jax._src.compilation_cache.
+    get_executable_and_time``), such that an entry of ``folder`` that cannot be loaded (cut
+    short by a full disk or a killed run) is named in one line on stderr and removed, so the
+    program is compiled and kept again.  Why: JAX warns about such an entry on every run,
+    naming the program, not the file, and never replaces it (``LRUCache.put`` keeps a file
+    that exists), so the cache silently stops helping."""
+    def get_executable_and_time(cache_key, *args, **kwargs):
+        try:
+            return read(cache_key, *args, **kwargs)
+        except Exception as e:
+            if (jax.config.jax_raise_persistent_cache_errors
+                    or jax.config.jax_compilation_cache_dir != str(folder)):
+                raise
+            entry = folder / f"{cache_key}{_CACHE_SUFFIX}"
+            try:
+                entry.unlink()
+            except OSError:                 # not a file of ours: JAX warns as usual
+                raise e from None
+            why = (str(e).splitlines() or [""])[0]
+            print(f"trgad: removed a broken compilation cache entry, compiled again: {entry} "
+                  f"({type(e).__name__}: {why})", file=sys.stderr)
+            return None, None
+    get_executable_and_time.trgad = True
+    return get_executable_and_time
 
 
 def _writable(path) -> bool:
