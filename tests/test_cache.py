@@ -5,6 +5,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,9 @@ def test_key_names_the_compiler_the_source_and_xla_flags():
     import jax
     k = cache.key({})
     assert k.startswith(f"jax-{jax.__version__}-jaxlib-") and len(k.rsplit("-", 1)[1]) == 16
-    assert cache.key({"XLA_FLAGS": " "}) == k != cache.key({"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"})
+    assert cache.KEY_NAME.fullmatch(k), "old folders of this package are found by their name"
+    flags = "--xla_cpu_use_thunk_runtime=false"
+    assert cache.key({"XLA_FLAGS": " "}) == k != cache.key({"XLA_FLAGS": flags})
 
 
 def test_a_program_compiled_on_one_cpu_is_not_loaded_on_two(tmp_path):
@@ -145,14 +148,32 @@ def test_a_program_compiled_on_one_cpu_is_not_loaded_on_two(tmp_path):
     assert len(os.listdir(two["dir"])) == 2, "two programs: one per CPU count"
 
 
-def test_a_second_process_loads_what_the_first_compiled(tmp_path):
-    env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path))
-    first = _child(env)
+def test_a_second_process_loads_what_the_first_compiled_even_after_a_move(tmp_path):
+    first = _child(dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "a")))
     files = set(os.listdir(first["dir"]))
     assert first["hits"] == 0 and files, "the first process writes its programs"
-    second = _child(env)
+    (tmp_path / "a").rename(tmp_path / "b")         # JAX's key holds no path of the cache
+    second = _child(dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "b")))
     assert second["hits"] >= 1 and second["u"] == first["u"]
     assert set(os.listdir(second["dir"])) == files, "nothing new compiled"
+
+
+def test_old_key_folders_are_removed_and_nothing_else(tmp_path):
+    day, now = 24 * 3600, time.time()
+    made = {f"jax-0.1-jaxlib-0.1-{i:016x}": now - age for i, age in
+            enumerate([2 * day, 3 * day, 1 * 3600, 4 * day, 5 * day])}
+    made |= {"callgrind": now - 9 * day, "cargo-target": now - 9 * day, "jax-0.1-notes": now - 9 * day}
+    for name, mtime in made.items():
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (mtime, mtime))
+    (tmp_path / "jax-0.1-jaxlib-0.1-ffffffffffffffff").write_text("a file of the user's")
+    r = subprocess.run([sys.executable, "-c", "import trgad"], capture_output=True, text=True,
+                       env=dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path)), timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    kept = {cache.key(), "jax-0.1-jaxlib-0.1-0000000000000000",     # this one and the newest
+            "jax-0.1-jaxlib-0.1-0000000000000002",                   # used within a day
+            "callgrind", "cargo-target", "jax-0.1-notes", "jax-0.1-jaxlib-0.1-ffffffffffffffff"}
+    assert set(os.listdir(tmp_path)) == kept
 
 
 def test_a_broken_entry_is_named_once_removed_and_compiled_again(tmp_path):
@@ -170,7 +191,7 @@ def test_a_broken_entry_is_named_once_removed_and_compiled_again(tmp_path):
     assert third["hits"] >= 1 and third["stderr"] == ""
 
 
-@pytest.mark.slow      # a second interpreter; test_a_second_process_loads_what_the_first_compiled stays quick
+@pytest.mark.slow      # a second interpreter; test_a_second_process_loads_... stays quick
 def test_empty_setting_turns_it_off(tmp_path):
     env = dict(os.environ, TRGAD_CACHE_DIR="", XDG_CACHE_HOME=str(tmp_path))
     out = _child(env)

@@ -20,7 +20,9 @@ and ``XLA_FLAGS``, not the number of CPUs, which XLA's CPU compiler builds into 
 compiled, to JAX's key (its ``custom_hook``), so what a process pinned to one CPU (a test
 worker) compiled is never loaded by one on two.  An entry that cannot be loaded (cut short
 by a full disk or a killed run) is named in one line on stderr, removed and compiled again.
-Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
+Importing trgad removes old key folders: all but the newest :data:`KEEP`, unless used within
+a day (never anything else).  Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
+Moved or reached through a symbolic link, it still serves: neither key holds its path.
 
 What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
 (the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
@@ -39,7 +41,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shutil
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -51,6 +56,12 @@ from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
 ENV = "TRGAD_CACHE_DIR"
+
+#: Key folders kept under the top folder: the newest KEEP (this process's among them) and any
+#: used in the last KEEP_SECONDS; :func:`setup` removes the others, and only folders whose
+#: name is a key (:data:`KEY_NAME`).
+KEEP, KEEP_SECONDS = 3, 24 * 3600
+KEY_NAME = re.compile(r"jax-[\w.+]+-jaxlib-[\w.+]+-[0-9a-f]{16}")
 
 #: JAX's setting of the compile time below which a program is not kept, and its default
 #: (``jax/_src/config.py``): a value other than the default is the user's, and is kept.
@@ -101,7 +112,8 @@ def setup() -> Path | None:
     when JAX's cache is the user's (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config`` names a
     folder, or turns the cache off: nothing is changed), when trgad's is off, or when its
     folder cannot be created or written (then JAX compiles as usual, without a word)."""
-    if jax.config.jax_compilation_cache_dir is not None or not jax.config.jax_enable_compilation_cache:
+    theirs = jax.config.jax_compilation_cache_dir is not None
+    if theirs or not jax.config.jax_enable_compilation_cache:
         return None
     if not hasattr(_jax_key, "custom_hook"):    # a JAX without it: no cache, never a wrong one
         return None
@@ -114,9 +126,29 @@ def setup() -> Path | None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if not getattr(_jax_key.custom_hook, "trgad", False):
         _jax_key.custom_hook = _with_cpus(_jax_key.custom_hook)
-    if not getattr(_jax_read.get_executable_and_time, "trgad", False):
-        _jax_read.get_executable_and_time = _dropping_broken(_jax_read.get_executable_and_time, path)
+    read = _jax_read.get_executable_and_time
+    if not getattr(read, "trgad", False):
+        _jax_read.get_executable_and_time = _dropping_broken(read, path)
+    _prune(path)
     return path
+
+
+def _prune(folder):
+    """Mark ``folder`` (this process's key folder) used now, and remove the key folders beside
+    it that are older than the newest :data:`KEEP` and unused for :data:`KEEP_SECONDS`.  Why:
+    each source version gets a folder and nothing else ever removes one; the day's grace keeps
+    the folders of several working copies in use at once from removing each other's."""
+    try:
+        os.utime(folder)
+        others = sorted(((e.stat(follow_symlinks=False).st_mtime, e.path)
+                         for e in os.scandir(folder.parent)
+                         if e.name != folder.name and KEY_NAME.fullmatch(e.name)
+                         and e.is_dir(follow_symlinks=False)), reverse=True)
+    except OSError:                     # another process removing them meanwhile
+        return
+    for mtime, path in others[KEEP - 1:]:
+        if mtime < time.time() - KEEP_SECONDS:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _cpus() -> int:
