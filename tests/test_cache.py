@@ -1,4 +1,6 @@
-"""trgad.cache: where the persistent compilation cache lives, and that a second process reuses it."""
+"""trgad.cache: where the persistent compilation cache lives, that a second process reuses it,
+and that it never makes a process wrong or stops it (no home, an unwritable or broken cache,
+another CPU count, the user's own JAX settings)."""
 import json
 import os
 import pwd
