@@ -51,7 +51,7 @@ from pathlib import Path
 import jax
 from jax._src import cache_key as _jax_key
 from jax._src import compilation_cache as _jax_read
-from jax._src.lru_cache import _CACHE_SUFFIX
+from jax._src import lru_cache as _jax_files
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
@@ -180,7 +180,7 @@ def _dropping_broken(read, folder):
             if (jax.config.jax_raise_persistent_cache_errors
                     or jax.config.jax_compilation_cache_dir != str(folder)):
                 raise
-            entry = folder / f"{cache_key}{_CACHE_SUFFIX}"
+            entry = folder / f"{cache_key}{getattr(_jax_files, '_CACHE_SUFFIX', '-cache')}"
             try:
                 entry.unlink()
             except OSError:                 # not a file of ours: JAX warns as usual
