@@ -130,3 +130,11 @@ def test_newest_release_walks_exactly_as_the_report_version():
         new = tenferro.count("chain", depth=D, fanout=2, version=tenferro.NEWEST)
         assert new["eq_nested_transform"] == old["eq_nested_transform"], D
         assert new["eq_nested_drop"] == old["eq_nested_drop"], D
+
+
+@pytest.mark.slow
+@needs_harness
+def test_newest_release_walks_the_trg_as_the_report_version():
+    old = tenferro.count("trg", steps=3)
+    new = tenferro.count("trg", steps=3, version=tenferro.NEWEST)
+    assert new["eq_nested_transform"] == old["eq_nested_transform"]
