@@ -100,7 +100,8 @@ def test_a_broken_file_is_named_once_removed_and_built_again(store, capsys, how)
 
 
 def test_read_checks_the_programs_shapes_against_what_was_asked(store):
-    payload = jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((2,), jnp.float64)).serialize()
+    two = jax.ShapeDtypeStruct((2,), jnp.float64)
+    payload = jax.export.export(jax.jit(jnp.sin))(two).serialize()
     exported = jax.export.deserialize(payload)
     asked = exports.specs((jax.ShapeDtypeStruct((3,), jnp.float64),))
     meta = exports.manifest(KEY, jnp.sin, asked, {})
@@ -132,7 +133,8 @@ def test_no_place_means_plain_lowering(tmp_path, monkeypatch, where):
     if where == "no home":
         _no_home(monkeypatch, tmp_path)
     else:
-        monkeypatch.setenv(cache.ENV, "" if where.startswith("TRGAD") else str(tmp_path / "a file" / "x"))
+        unmakeable = str(tmp_path / "a file" / "x")
+        monkeypatch.setenv(cache.ENV, "" if where.startswith("TRGAD") else unmakeable)
     assert exports.folder() is None
     for _ in range(2):
         traced = []

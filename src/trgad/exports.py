@@ -25,8 +25,8 @@ Keyed on (:func:`manifest`): the caller's ``key``, which names the function and 
 it closes over (the method, the order, the truncation schedule), the function's name, the
 tree, shapes and dtypes of the arguments, the compile options, JAX's tracing configuration
 (x64 among it), the back end, and :func:`trgad.cache.key` (jax and jaxlib versions, a hash
-of the package source and of ``XLA_FLAGS``).  The file holds that manifest, the program's
-output tree, shapes and dtypes, its length and SHA-256, then JAX's bytes.  What is read is
+of the package source as imported and of ``XLA_FLAGS``).  The file holds that manifest, the
+program's output tree, shapes and dtypes, its length and SHA-256, then JAX's bytes.  What is read is
 used only if all of it matches what is asked for; a file that is cut short, altered or does
 not match its name is named in one line on stderr, removed and built again.  A file that
 cannot be written (full disk, read-only folder) is skipped without a word: the store may
@@ -54,6 +54,10 @@ from . import cache
 FOLDER, SUFFIX = "exported", ".jaxexport"
 #: The first line of every file: the format, raised when the layout below changes.
 MAGIC = b"trgad-exported-program 1\n"
+#: :func:`trgad.cache.key` when the package was imported: the source that runs.  Read once,
+#: as :func:`trgad.cache.setup` reads it: files edited under a running process are not its
+#: code (restart it, as for any change to the package).
+SOURCE_KEY = cache.key()
 
 
 class Broken(Exception):
@@ -68,18 +72,13 @@ def folder():
     top = cache.root()
     if top is None:
         return None
-    path = top / _source_key(os.environ.get("XLA_FLAGS", "")) / FOLDER
+    path = top / SOURCE_KEY / FOLDER
     return path if _writable(str(path)) else None
 
 
 @functools.cache
 def _serialisable():
     return importlib.util.find_spec("flatbuffers") is not None
-
-
-@functools.cache
-def _source_key(flags):
-    return cache.key({"XLA_FLAGS": flags})
 
 
 def _writable(path):
@@ -123,7 +122,7 @@ def manifest(key, fn, args, options):
             "x64": bool(jax.config.jax_enable_x64), "tracing": _tracing_config(),
             "backend": jax.default_backend(), "jax": jax.__version__,
             "jaxlib": metadata.version("jaxlib"),
-            "source": _source_key(os.environ.get("XLA_FLAGS", ""))}
+            "source": SOURCE_KEY}
 
 
 def path_of(where, meta):
@@ -236,6 +235,7 @@ def write(path, meta, exported, payload):
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        os.fchmod(fd, 0o644)            # as JAX's own cache files, not mkstemp's 0o600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
