@@ -7,7 +7,8 @@ every method then compiles again, as a first call does).  The caches today: ``mo
 pullback programs), ``whole.value_and_grad`` and ``whole.second`` (the whole graph's jitted
 functions, per schedule), ``exact.kaufman``.  These live in this process's memory; JAX's
 persistent compilation cache (:mod:`trgad.cache`) keeps compiled executables on disk for the
-next process.
+next process, and :mod:`trgad.exports` the lowered programs of ``modes`` and ``staged``
+(:func:`lower` and :class:`Compiled` with a ``key``), so that it does not trace them.
 
 :func:`snapshot` and :func:`restore` let a benchmark time several first calls from empty
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
