@@ -165,6 +165,43 @@ def test_a_program_jax_cannot_export_is_lowered_the_plain_way(store):
     assert list(store.iterdir()) == []
 
 
+def test_without_flatbuffers_the_store_is_off(store, monkeypatch):
+    """JAX serialises through its optional flatbuffers: without it, plain lowering."""
+    monkeypatch.setattr(exports, "_serialisable", lambda: False)
+    assert exports.folder() is None
+    traced = []
+    run(counted(traced))
+    assert traced == [1] and list(store.iterdir()) == []
+
+
+USERS_JAX = """
+import jax, trgad
+from trgad import modes
+modes.program("whole", 1, [2])
+print(jax.config.jax_compilation_cache_dir)
+"""
+
+
+@pytest.mark.parametrize("setting, stored", [("JAX_COMPILATION_CACHE_DIR", True),
+                                             ("JAX_ENABLE_COMPILATION_CACHE", False)])
+def test_the_users_jax_cache_settings_are_kept(tmp_path, setting, stored):
+    """The user's folder for JAX's cache gets the executables, trgad's folder the exported
+    programs; JAX's cache turned off turns the store off too."""
+    own = tmp_path / "own"
+    value = str(own) if setting == "JAX_COMPILATION_CACHE_DIR" else "0"
+    env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "trgad"), **{setting: value},
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")     # JAX keeps quick programs too
+    r = subprocess.run([sys.executable, "-c", USERS_JAX], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.split() == ([str(own)] if stored else ["None"])
+    folder = tmp_path / "trgad" / cache.key() / exports.FOLDER
+    assert (len(list(folder.glob("modes.program-*"))) == 1) == stored
+    assert (tmp_path / "trgad").exists() == stored, "trgad's folder is made only for the store"
+    if stored:
+        assert any(own.glob("jit_exported_program-*")), "the executable in the user's folder"
+
+
 def test_a_staged_pullback_whose_step_was_loaded_still_builds(store, fresh_programs):
     """Tracing a pullback program reads the tree its step program recorded when traced; a
     step loaded untraced is traced again first (compiled.Compiled's ``after``)."""
