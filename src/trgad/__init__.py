@@ -30,8 +30,7 @@ up or round a circle (``tests/test_layers.py`` checks it):
   small tori, Kaufman's L x L torus and Onsager: the oracles).
 * **Support** - :mod:`~trgad.validate` (input checks and their ranges), :mod:`~trgad.caps`
   (every demonstration's limits), :mod:`~trgad.timing` (timing, time caps, jaxpr sizes),
-  :mod:`~trgad.compiled` (the registry of compiled programs), :mod:`~trgad.cache` and
-  :mod:`~trgad.exports` (compiled and lowered programs kept on disk), :mod:`~trgad.show` (numbers
+  :mod:`~trgad.compiled` (the registry of compiled programs), :mod:`~trgad.show` (numbers
   and tables in the chapters), :mod:`~trgad.recorded` (figures recorded elsewhere,
   labelled), :mod:`~trgad.verdict` and :mod:`~trgad.userstep` (the probe's rule and a
   user's step function).
