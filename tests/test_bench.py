@@ -5,7 +5,9 @@ import json
 import pytest
 
 import trgad
-from trgad import InputError, bench, compiled, modes, staged, timing, trg
+from trgad import InputError, bench
+from trgad.runtime import compiled, timing
+from trgad.physics import modes, staged, trg
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +145,7 @@ def test_subset_of_methods_runs_only_those():
 def test_rows_carry_the_values_they_timed(small):
     """Each row's value is what its program computes: lnZ/N and d(lnZ/N)/d beta against the
     whole graph's jax.value_and_grad and the staged pass, computed here afresh."""
-    from trgad import whole
+    from trgad.physics import whole
 
     sched = small["schedule"]
     lnz, dlnz = whole.value_and_grad(0.3, sched)

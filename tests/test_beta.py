@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from trgad import engine as keyed
-from trgad import exact, keyed_trg, staged, trg, validate, whole
+from trgad.keyed import engine as keyed
+from trgad.physics import exact, staged, trg, whole
+from trgad.keyed import keyed_trg
+from trgad.runtime import validate
 
 
 def energy_histogram(steps):
@@ -55,7 +57,7 @@ def test_small_beta_equals_exact_enumeration(beta, steps):
     lnz_ex, dlnz_ex = exact_torus(beta, steps)
     lnz, dlnz = whole.value_and_grad(beta, trg.truncation_schedule(16, steps, beta))
     assert lnz == pytest.approx(lnz_ex, rel=1e-15)
-    # u ~ beta here; its absolute error is a few roundings of 2 - 2(1 - O(beta)) (trgad.ising)
+    # u ~ beta here; its absolute error is a few roundings of 2 - 2(1 - O(beta)) (trgad.physics.ising)
     assert abs(dlnz - dlnz_ex) < 5e-15
 
 

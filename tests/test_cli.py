@@ -10,7 +10,8 @@ import math
 import pytest
 
 from trgad import cli as trgad_cli
-from trgad import recorded, validate
+from trgad.pages import recorded
+from trgad.runtime import validate
 
 
 def strict_json(text):
@@ -35,7 +36,7 @@ def test_trg_json_keys_and_values(cli_process):
 @pytest.mark.parametrize("method", [pytest.param("whole", marks=pytest.mark.slow), "staged", pytest.param("forward_mode", marks=pytest.mark.slow),
                                     pytest.param("checkpoint", marks=pytest.mark.slow), pytest.param("forward", marks=pytest.mark.slow)])
 def test_trg_every_method_json_with_exact_specific_heat(cli, method):
-    from trgad import exact
+    from trgad.physics import exact
 
     r = cli("trg", "--steps", "3", "--method", method, "--specific-heat", "--json")
     assert r.returncode == 0, r.stderr
@@ -144,7 +145,7 @@ def test_no_command_and_unknown_command(cli, cli_process):
 # In-process checks of the exit statuses that good input cannot reach any more.
 
 def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
-    from trgad import modes
+    from trgad.physics import modes
 
     def nan_u(beta, schedule, method, order=1, c_method="exact"):
         return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "fd_step": None,
@@ -159,7 +160,7 @@ def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
 
 
 def test_unexpected_exception_is_one_line_exit_1(monkeypatch, capsys):
-    from trgad import trg
+    from trgad.physics import trg
 
     def broken(*args, **kwargs):
         raise RuntimeError("something odd\nsecond line")

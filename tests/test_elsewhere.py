@@ -1,6 +1,6 @@
-"""trgad.elsewhere: other systems on the book's graphs, counted exactly, against oracles.
+"""trgad.topics.elsewhere: other systems on the book's graphs, counted exactly, against oracles.
 
-Oracles: the mul chain's closed form (trgad.chain.analytic_grad), the closed form of the
+Oracles: the mul chain's closed form (trgad.keyed.chain.analytic_grad), the closed form of the
 derivatives of sin(x) exp(x), SymPy's own tree walk (preorder_traversal) for the sizes
 counted on the DAG, and autograd against SymPy on the logistic map.  Quick: small depths.
 """
@@ -11,7 +11,9 @@ import pytest
 sympy = pytest.importorskip("sympy")
 pytest.importorskip("autograd")
 
-from trgad import InputError, chain, elsewhere  # noqa: E402
+from trgad import InputError
+from trgad.keyed import chain
+from trgad.topics import elsewhere  # noqa: E402
 
 CHAIN = lambda y: chain.build(y, 1, 2)            # noqa: E731  (y*y)/2
 LOGISTIC = lambda y: 4 * y * (1 - y)              # noqa: E731

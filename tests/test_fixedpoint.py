@@ -1,4 +1,4 @@
-"""trgad.fixedpoint: power iteration on the Ising row transfer matrix and its three derivatives.
+"""trgad.topics.fixedpoint: power iteration on the Ising row transfer matrix and its three derivatives.
 
 Oracles: Kaufman's closed form of the cylinder's largest eigenvalue (independent of the
 matrix the module builds), exact diagonalisation with Hellmann-Feynman and perturbation
@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import InputError, caps
-from trgad import fixedpoint as fp
-from trgad.exact import BETA_C
+from trgad import InputError
+from trgad.runtime import caps
+from trgad.topics import fixedpoint as fp
+from trgad.physics.exact import BETA_C
 
 L = 5                      # 32 row states: every check below runs in well under a second
 BETAS = (0.3, BETA_C)      # the book's reference point and the critical point

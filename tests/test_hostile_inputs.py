@@ -18,9 +18,12 @@ import numpy as np
 import pytest
 
 from trgad import cli as trgad_cli
-from trgad import chain, exact, ising, keyed_trg, modes, probe, staged, svd, timing, trg, userstep, validate, verdict
-from trgad import engine as keyed
-from trgad.validate import BETA_MIN, InputError
+from trgad.keyed import chain, keyed_trg
+from trgad.physics import exact, ising, modes, staged, svd, trg
+from trgad.growth import probe, userstep, verdict
+from trgad.runtime import timing, validate
+from trgad.keyed import engine as keyed
+from trgad.runtime.validate import BETA_MIN, InputError
 
 
 def one_error_line(capsys, status_expected, status, needle):
@@ -372,7 +375,7 @@ def test_under_jit_a_non_finite_matrix_gives_nan_and_never_hangs(tmp_path, monke
     (tmp_path / "svd_inf.py").write_text(textwrap.dedent("""\
         import math
         import jax, numpy as np
-        from trgad import svd
+        from trgad.physics import svd
 
         def jitted(which):
             M = np.random.default_rng(0).normal(size=(4, 4))

@@ -1,4 +1,4 @@
-"""The impurity method (trgad.impurity) and the staged cotangents (staged.cotangents), against
+"""The impurity method (trgad.topics.impurity) and the staged cotangents (staged.cotangents), against
 independent oracles: exact enumeration of the small tori, Kaufman's finite torus, finite
 differences of the NumPy TRG, jax.grad of the site tensor, and the staged pass's own gradient."""
 import jax
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import InputError, exact, impurity, ising, staged, trg
+from trgad import InputError
+from trgad.physics import exact, ising, staged, trg
+from trgad.topics import impurity
 
 
 def _lnz_from(T0, schedule):

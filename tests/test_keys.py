@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64 for JAX)
-from trgad import chain, keyed_trg, keys, trg
-from trgad import engine as keyed
+from trgad.keyed import chain, keyed_trg, keys
+from trgad.physics import trg
+from trgad.keyed import engine as keyed
 
 
 # --- the recursive definitions, as the engine had them (the oracle for the counts) --------
@@ -70,7 +71,7 @@ def key_pairs(strategy):
         early = keys.make_key(strategy, "sub", (), [left, right])
         pairs += [(y.key, copy), (y.key, y.key), (y.key, other.key), (y.key, late), (y.key, early)]
     b = keyed.leaf(0.3, strategy)
-    T = trgad.ising.initial_tensor(b, keyed_trg.KeyedOps(strategy))
+    T = trgad.physics.ising.initial_tensor(b, keyed_trg.KeyedOps(strategy))
     T_next, ln = trg.trg_step(T, 2, keyed_trg.KeyedOps(strategy))            # an SVD: three slots
     pairs += [(T_next.key, keys.rebuild_key(T_next.key)), (ln.key, keys.rebuild_key(ln.key))]
     return pairs

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import probe, verdict
-from trgad.chain import analytic_grad
+from trgad.growth import probe, verdict
+from trgad.keyed.chain import analytic_grad
 
 
 def chain(y):
@@ -208,8 +208,8 @@ def test_path_matrix_of_a_swap_and_a_constant():
 @pytest.mark.parametrize("name", ["power", "evolve"])
 def test_path_counts_of_unrolled_steps_are_matrix_powers(name):
     # independent of path_matrix: count the paths on the unrolled graph itself
-    from trgad import engine as keyed
-    from trgad.keys import path_count
+    from trgad.keyed import engine as keyed
+    from trgad.keyed.keys import path_count
 
     step, x0, _ = probe.BUILTINS[name]
     M = np.array(probe.path_matrix(step, x0), dtype=object)   # exact integer products

@@ -1,11 +1,15 @@
 """A truncation schedule is a non-empty sequence of positive integers, checked in one place
-(trgad.validate.check_schedule) by every entry point that takes one."""
+(trgad.runtime.validate.check_schedule) by every entry point that takes one."""
 import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64)
-from trgad import bench, keyed_trg, modes, params, staged, trg, validate, whole
-from trgad.validate import InputError
+from trgad import bench
+from trgad.keyed import keyed_trg
+from trgad.physics import modes, staged, trg, whole
+from trgad.topics import params
+from trgad.runtime import validate
+from trgad.runtime.validate import InputError
 
 BETA = 0.3
 

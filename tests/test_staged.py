@@ -1,5 +1,5 @@
 """Staged differentiation (one VJP per TRG step): values against the whole graph, the keyed
-engine (trgad.keyed_trg), the exact small tori and Onsager; no NaN deep or near beta_c; the
+engine (trgad.keyed.keyed_trg), the exact small tori and Onsager; no NaN deep or near beta_c; the
 command line."""
 import json
 import math
@@ -7,7 +7,9 @@ import math
 import pytest
 
 import trgad
-from trgad import keyed_trg, modes, recorded, staged, trg, whole
+from trgad.keyed import keyed_trg
+from trgad.physics import modes, staged, trg, whole
+from trgad.pages import recorded
 
 BETA = 0.3
 

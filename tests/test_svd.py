@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import exact, svd, trg
-from trgad.validate import InputError
+from trgad.physics import exact, svd, trg
+from trgad.runtime.validate import InputError
 
 
 

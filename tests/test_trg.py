@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import exact, ising, recorded, svd, trg, whole
+from trgad.physics import exact, ising, svd, trg, whole
+from trgad.pages import recorded
 
 BETA = 0.3
 SCHEDULE = trg.truncation_schedule(16, 30, BETA)

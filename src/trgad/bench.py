@@ -2,22 +2,22 @@
 
 All figures come from one process, so their ratios are meaningful even on a noisy, shared
 machine; absolute times are not.  ``python -m trgad bench`` prints them.  The rows
-(:data:`ROWS`) are the modes of :mod:`trgad.modes` at first order (lnZ/N and u), plus the
+(:data:`ROWS`) are the modes of :mod:`trgad.physics.modes` at first order (lnZ/N and u), plus the
 primal pass as the yardstick:
 
-* ``primal`` - ``jax.jit(lnZ/N)`` of the unrolled graph (:func:`trgad.whole.lnz_fn`):
+* ``primal`` - ``jax.jit(lnZ/N)`` of the unrolled graph (:func:`trgad.physics.whole.lnz_fn`):
   lnZ/N alone, no derivative (the derivative rows scan the repeated steps, which compiles
   faster than unrolling them, so a ratio to the primal's first call favours them);
 * ``whole`` - ``jax.jit(jax.value_and_grad(lnZ/N))`` of the whole graph;
-* ``staged`` - one VJP per step (:mod:`trgad.staged`), step and pullback programs compiled
+* ``staged`` - one VJP per step (:mod:`trgad.physics.staged`), step and pullback programs compiled
   per (D, k);
 * ``checkpoint`` - ``jax.value_and_grad`` through the checkpointed ``lax.scan``
-  (:func:`trgad.modes.lnz_scanned`, checkpointed);
+  (:func:`trgad.physics.modes.lnz_scanned`, checkpointed);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
-The derivative rows run the programs of :func:`trgad.modes.program` and
-:func:`trgad.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
-with empty caches, :func:`trgad.compiled.clear`: tracing, compilation and the run),
+The derivative rows run the programs of :func:`trgad.physics.modes.program` and
+:func:`trgad.physics.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
+with empty caches, :func:`trgad.runtime.compiled.clear`: tracing, compilation and the run),
 ``steady_seconds`` (minimum of ``repeats`` calls after one warm-up) and ``temp_bytes``
 (XLA's temporary memory, ``compiled.memory_analysis().temp_size_in_bytes``).
 """
@@ -27,13 +27,15 @@ import time
 
 import jax
 
-from . import cache, compiled, keyed_trg, modes, staged, trg, whole
-from .timing import Sweep, block, capped_sweep, time_call
-from .validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
-                       check_schedule, check_steps)
+from .runtime import cache, compiled
+from .keyed import keyed_trg
+from .physics import modes, staged, trg, whole
+from .runtime.timing import Sweep, block, capped_sweep, time_call
+from .runtime.validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
+                               check_schedule, check_steps)
 
 #: The rows of ``run(...)["methods"]``, in order: the primal pass, then the four modes of
-#: :data:`trgad.modes.METHODS` at first order.
+#: :data:`trgad.physics.modes.METHODS` at first order.
 ROWS = ("primal", "whole", "staged", "checkpoint", "forward_mode")
 #: The benchmark's targets, ``ratio name: upper bound``; each ratio is a quotient of two
 #: figures of one run (:func:`run` defines them; README's benchmark section shows them).
@@ -52,7 +54,7 @@ TARGETS = {
 
 def _program(name, ks):
     """The compiled executable of row ``name`` (not staged): the primal pass
-    ``jit(lnZ/N)``, or the first-order program of :func:`trgad.modes.program`."""
+    ``jit(lnZ/N)``, or the first-order program of :func:`trgad.physics.modes.program`."""
     if name == "primal":
         return compiled.jit(whole.lnz_fn(ks)).lower(0.3).compile()
     return modes.program(name, 1, ks)[0]
@@ -61,7 +63,7 @@ def _program(name, ks):
 def _first_call(name, beta, ks):
     """Row ``name``'s first call (JAX's in-process caches cleared, ``jax.clear_caches``; compile
     whatever is not cached in this process, then run once; the persistent compilation cache
-    is off meanwhile, :func:`trgad.cache.disabled`):
+    is off meanwhile, :func:`trgad.runtime.cache.disabled`):
     (the call, as a function of no arguments; its seconds; the executable, None for staged)."""
     jax.clear_caches()          # JAX's in-process caches too: no row reuses another's traces
     with cache.disabled():
@@ -121,7 +123,7 @@ def staged_memory():
 
     Returns (sum, largest, programs): ``sum`` counts each per-shape step and pullback program
     (and the ends' programs, the initial tensor and the trace) ONCE, however many steps run
-    it (:func:`trgad.staged.executables`); ``largest`` is the biggest single program's (they
+    it (:func:`trgad.physics.staged.executables`); ``largest`` is the biggest single program's (they
     run one after another, so the peak of temporaries is this, not the sum); ``programs``
     their number.  The residuals kept between the forward and the backward pass are program
     outputs, not temporaries: :func:`staged_residual_bytes` counts them.
@@ -133,7 +135,7 @@ def staged_memory():
 def staged_residual_bytes(beta, schedule):
     """Bytes of the residuals that the staged first-order pass keeps alive between its
     forward and backward pass (all steps, the peak: just before the backward pass;
-    :func:`trgad.staged.step_residuals`)."""
+    :func:`trgad.physics.staged.step_residuals`)."""
     return int(sum(x.nbytes for _, res in staged.step_residuals(beta, schedule) for x in res))
 
 
@@ -141,7 +143,7 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     """The rows of :data:`ROWS` (or of the subset ``names``, in its order) at one
     (beta, schedule): a dict row name -> row.
 
-    Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.compiled.clear`,
+    Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.runtime.compiled.clear`,
     one after another, once the process's one-off start-up, JAX's back end, the compiler and
     LAPACK, is paid), ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in
     which the rows take turns, the minimum per row: a change of load on a shared machine
@@ -189,7 +191,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
 
-    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`)
+    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.runtime.validate`)
     and for an unknown row name.
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
@@ -232,7 +234,7 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     """The keyed engine's staged timings (seconds, wall clock, one process).
 
     Every figure for one n comes from the same call, the fastest of ``repeats`` after one
-    warm-up (:func:`trgad.timing.time_call` keeps that call's result), so the per-step
+    warm-up (:func:`trgad.runtime.timing.time_call` keeps that call's result), so the per-step
     figures add up to less than its total.
 
     * ``engine_staged_<n>``: staged value-and-gradient on the keyed engine (structural
@@ -282,7 +284,7 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS
     of ``repeats`` calls after it, ``temp_bytes``; staged also ``peak_temp_bytes``) plus
     ``steps`` and ``seconds`` (= first_seconds); a row's sweep stops after the first n whose
     first call took more than ``cap_seconds`` (default: no cap), as
-    :func:`trgad.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
+    :func:`trgad.runtime.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
     "stopped_at": n or None}.  Raises InputError for bad input.
     """
     steps_list = [check_steps(n) for n in steps_list]
@@ -307,13 +309,13 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS
 
 
 def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
-    """Cost of c by each method of :mod:`trgad.modes` (order 2, exact) at one point.
+    """Cost of c by each method of :mod:`trgad.physics.modes` (order 2, exact) at one point.
 
     Returns a dict method -> {"first_seconds", "steady_seconds", "c"}: the first call from
-    empty caches (:func:`trgad.compiled.clear` and ``jax.clear_caches`` before each method, the persistent
-    compilation cache off, :func:`trgad.cache.disabled`; what each compiled is kept for the
+    empty caches (:func:`trgad.runtime.compiled.clear` and ``jax.clear_caches`` before each method, the persistent
+    compilation cache off, :func:`trgad.runtime.cache.disabled`; what each compiled is kept for the
     steady state), then the steady state by taking turns (``repeats`` rounds, as in
-    :func:`methods`).  What :mod:`trgad.transition` chose its default from.  Raises
+    :func:`methods`).  What :mod:`trgad.topics.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
     repeats = check_repeats(repeats)

@@ -1,6 +1,6 @@
 """Command line: ``python -m trgad {trg,chain,probe,bench,tenferro} ...``.
 
-Every parameter is checked against its range (:mod:`trgad.validate`) before any work starts.
+Every parameter is checked against its range (:mod:`trgad.runtime.validate`) before any work starts.
 Exit status: 0 ok; 2 bad input (one line on stderr naming the value as typed and the allowed
 range, no traceback); 3 a run in a child process was killed after ``--timeout`` seconds or
 failed; 4 the result is not a finite number (``--json`` never prints NaN or Infinity).
@@ -19,14 +19,18 @@ import time
 
 import numpy as np
 
-from . import bench, keyed_trg, modes, probe, tenferro, trg
-from .keys import STRATEGIES
-from .timing import run_with_timeout
-from .userstep import parse_x0
-from .validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
-                       MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
-                       check_chain, check_chi, check_choice, check_engine, check_point,
-                       check_positive, check_repeats, check_steps, check_timeout, format_bound)
+from . import bench
+from .keyed import keyed_trg
+from .physics import modes, trg
+from .growth import probe
+from .harness import tenferro
+from .keyed.keys import STRATEGIES
+from .runtime.timing import run_with_timeout
+from .growth.userstep import parse_x0
+from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
+                               MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
+                               check_chain, check_chi, check_choice, check_engine, check_point,
+                               check_positive, check_repeats, check_steps, check_timeout, format_bound)
 
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
@@ -49,7 +53,7 @@ def _parents():
     ``json``: --json (every subcommand); ``lattice``: --beta, --chi, --steps (trg, bench);
     ``keyed``: --engine, --keys, --timeout (trg, chain, probe; --engine has no default here:
     each command picks its own, :data:`ENGINE_DEFAULT`).  The ranges in the help come from
-    :mod:`trgad.validate`."""
+    :mod:`trgad.runtime.validate`."""
     json_ = argparse.ArgumentParser(add_help=False)
     json_.add_argument("--json", action="store_true", help="print one JSON object")
     lattice = argparse.ArgumentParser(add_help=False)
@@ -76,7 +80,7 @@ def _parents():
 EPILOG = f"""\
 bad input: every value is checked before any work starts; one outside its range ends with
   one line on stderr naming the value as typed and the allowed range (each command's --help
-  gives the ranges, from trgad.validate), exit status 2, never a traceback.  Negative
+  gives the ranges, from trgad.runtime.validate), exit status 2, never a traceback.  Negative
   numbers are values (--x0 -1e-3).  A probe's module:function that does not import, is not
   a Python file, lacks the function or fails on --x0 (any exception, sys.exit included) is
   bad input too.
@@ -279,7 +283,7 @@ def _cmd_trg(a):
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        value, status = _in_child("trgad.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
                                   timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
                                   "try --method staged, --keys interned or a larger --timeout")
         if status:
@@ -306,7 +310,7 @@ def _cmd_chain(a):
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
-    out, status = _in_child("trgad.chain:run", kwargs, timeout,
+    out, status = _in_child("trgad.keyed.chain:run", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
                             "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
@@ -341,7 +345,7 @@ def _cmd_probe(a):
         raise InputError("--x0 is not used with --graph trg (the TRG is probed by steps at beta = 0.3)")
     kwargs = {"graph": graph, "x0": list(x0) if isinstance(x0, tuple) else x0,
               "engine": engine, "keys": keys, "budget": budget, "label": a.graph}
-    out, status = _in_child("trgad.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
+    out, status = _in_child("trgad.growth.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
                             "try a smaller --budget or a larger --timeout")
     if status:
         return status
