@@ -59,10 +59,8 @@ def _size(v):
 
 
 def test_preview_caps_of_the_modes_are_smaller(reimport):
-    names = ["MODES_STEPS", "GROWTH_STEPS", "GROWTH_CAP_SECONDS", "SECOND_STEPS", "PARAMS_STEPS", "C_SCAN_POINTS",
-             "C_SCAN_CHIS", "C_SCAN_STEPS", "C_REFINE_POINTS"]
+    names = ["MODES_STEPS", "GROWTH_STEPS", "SECOND_STEPS", "PARAMS_STEPS"]
     full, preview = _caps_values(reimport, "0", names), _caps_values(reimport, "1", names)
     for n in names:
         assert _size(preview[n]) <= _size(full[n]), n
-    assert full["C_SCAN_POINTS"] >= 41 and full["GROWTH_STEPS"] == [10, 20, 40]
-    assert full["MODES_STEPS"] == 20 and full["C_SCAN_CHIS"] == [8, 16]
+    assert full["GROWTH_STEPS"] == [10, 20, 40] and full["MODES_STEPS"] == 20

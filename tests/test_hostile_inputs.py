@@ -19,7 +19,7 @@ import pytest
 
 from trgad import cli as trgad_cli
 from trgad.keyed import chain, keyed_trg
-from trgad.physics import exact, ising, modes, staged, svd, trg
+from trgad.physics import exact, ising, modes, staged, svd, trg, heat, svdrules
 from trgad.growth import probe, userstep, verdict
 from trgad.runtime import timing, validate
 from trgad.keyed import engine as keyed
@@ -195,7 +195,7 @@ def every_path(beta, schedule):
     for method in modes.METHODS:
         r = modes.value_and_derivatives(beta, schedule, method, order=2)
         out[method] = (r["lnz_per_site"], -r["u"], r["c"])
-    out["staged fd"] = (*staged.value_and_grad_jax(beta, schedule), staged.specific_heat(beta, schedule))
+    out["staged fd"] = (*staged.value_and_grad_jax(beta, schedule), heat.specific_heat(beta, schedule))
     kw = keyed_trg.trg_whole(beta, schedule, keys="interned")
     out["keyed whole"] = (kw["lnz_per_site"], -kw["u"], None)
     ks = keyed_trg.value_and_grad_engine(beta, schedule, keys="interned")
@@ -251,7 +251,7 @@ def test_negative_beta_is_the_mirror_image_everywhere(steps):
 def test_beta_outside_the_range_is_refused_wherever_it_is_concrete(beta):
     for call in (lambda: trg.truncation_schedule(16, 2, beta), lambda: trg.lnz_per_site(beta, [2, 4]),
                  lambda: trg.lnz_terms(beta, [2, 4]), lambda: modes.value_and_derivatives(beta, [2], "whole"),
-                 lambda: staged.specific_heat(beta, [2]), lambda: exact.torus_exact(beta, 2),
+                 lambda: heat.specific_heat(beta, [2]), lambda: exact.torus_exact(beta, 2),
                  lambda: trg.lnz_per_site(jnp.asarray(beta), [2, 4])):
         with pytest.raises(InputError, match=r"\|beta\| must be a finite number in \[2.2250738585072014e-308, "):
             call()
@@ -274,7 +274,7 @@ def test_the_fd_points_stay_normal_floats(monkeypatch):
     monkeypatch.setattr(staged, "value_and_grad_jax", record)
     for beta in (BETA_MIN, 1.5 * BETA_MIN, 3 * BETA_MIN, -BETA_MIN, validate.BETA_MAX):
         seen.clear()
-        c = staged.specific_heat(beta, trg.truncation_schedule(16, 2, beta))
+        c = heat.specific_heat(beta, trg.truncation_schedule(16, 2, beta))
         assert math.isfinite(c) and abs(c) < 1e-300 or beta == validate.BETA_MAX and c == 0.0
         assert len(seen) == 2 and all(BETA_MIN <= b <= validate.BETA_MAX for b in seen) and seen[0] > seen[1]
 
@@ -358,7 +358,7 @@ def test_non_finite_matrices_are_refused_before_any_svd(no_lapack, bad):
     calls = {
         "truncated_svd": lambda: svd.truncated_svd(M, 2),
         "balanced_split": lambda: svd.balanced_split(jnp.asarray(M), 2),
-        "svd_tangent (NumPy)": lambda: svd.svd_tangent(np, M, np.eye(4)[:, :2], np.ones(2), np.eye(4)[:2], M),
+        "svd_tangent (NumPy)": lambda: svdrules.svd_tangent(np, M, np.eye(4)[:, :2], np.ones(2), np.eye(4)[:2], M),
         "engine svd": lambda: keyed.svd(keyed.leaf(M, "interned"), 2),
         "cut_spectra": lambda: trg.cut_spectra(T, 2, chi=4),
         "split_spectra": lambda: trg.split_spectra(T),

@@ -139,6 +139,15 @@ def test_no_import_cycle():
     assert not cycles, cycles
 
 
+MAX_LINES = 400
+
+
+def test_no_module_over_the_line_limit():
+    long = {p.relative_to(PACKAGE).as_posix(): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
 def _constants(tree):
     names = set()
     for node in tree.body:

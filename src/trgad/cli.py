@@ -20,13 +20,11 @@ import time
 import numpy as np
 
 from . import bench
-from .keyed import keyed_trg
-from .physics import modes, trg
-from .growth import probe
+from .growth import graphs, userstep
 from .harness import tenferro
-from .keyed.keys import STRATEGIES
+from .keyed import keyed_trg, keys as keyed_keys
+from .physics import modes, trg
 from .runtime.timing import run_with_timeout
-from .growth.userstep import parse_x0
 from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
                                MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
                                check_chain, check_chi, check_choice, check_engine, check_point,
@@ -67,7 +65,7 @@ def _parents():
                        help=f"{' | '.join(ENGINES)} (default: "
                             + ", ".join(f"{v} for {k}" for k, v in ENGINE_DEFAULT.items()) + ")")
     keyed.add_argument("--keys", default="structural",
-                       help=f"keyed engine's value keys: {' | '.join(STRATEGIES)} (default structural)")
+                       help=f"keyed engine's value keys: {' | '.join(keyed_keys.STRATEGIES)} (default structural)")
     keyed.add_argument("--timeout", default=str(TIMEOUT),
                        help=f"kill a run that may grow exponentially (trg: the keyed engine's whole "
                             f"graph) after this many seconds, in (0, {format_bound(TIMEOUT_MAX)}] "
@@ -127,7 +125,7 @@ def _parser():
     q = sub.add_parser("probe", parents=[keyed, json_],
                        help="does the transform grow exponentially with depth?")
     q.add_argument("--graph", default="chain",
-                   help=f"{' | '.join(probe.GRAPHS)} | module:function | file.py:function")
+                   help=f"{' | '.join(graphs.GRAPHS)} | module:function | file.py:function")
     q.add_argument("--x0", default=None,
                    help="starting state: a number or comma-separated numbers (needed for module:function)")
     q.add_argument("--budget", default="20",
@@ -254,7 +252,7 @@ def _lookup(out, path):
 def _cmd_trg(a):
     beta, chi, steps = check_beta(a.beta, signed=False), check_chi(a.chi), check_steps(a.steps)
     engine = check_engine(a.engine or ENGINE_DEFAULT["trg"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     method = modes.check_method(a.method)
     c_method = check_choice("c-method", a.c_method, modes.C_METHODS)
     timeout = check_timeout(a.timeout)
@@ -306,7 +304,7 @@ def _line(out):
 def _cmd_chain(a):
     depth, fanout = check_chain(a.depth, a.fanout)
     engine = check_engine(a.engine or ENGINE_DEFAULT["chain"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
@@ -322,17 +320,17 @@ def _cmd_chain(a):
 
 def _cmd_probe(a):
     engine = check_engine(a.engine or ENGINE_DEFAULT["probe"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     budget = check_positive("budget", a.budget, BUDGET_MAX)
     timeout = check_timeout(a.timeout)
     if budget >= timeout:
         raise InputError(f"budget={a.budget.strip()!r} is out of range: budget must be below --timeout "
                          f"({timeout:g} s), which kills the probe")
     graph = a.graph
-    x0 = None if a.x0 is None else parse_x0(a.x0)
-    if graph not in probe.GRAPHS:
+    x0 = None if a.x0 is None else userstep.parse_x0(a.x0)
+    if graph not in graphs.GRAPHS:
         if ":" not in graph:
-            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(probe.GRAPHS)}, "
+            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(graphs.GRAPHS)}, "
                              f"or give module:function")
         if x0 is None:
             raise InputError(f"graph={graph!r} needs --x0, the starting state (e.g. --x0 0.9,0.8)")
@@ -384,15 +382,9 @@ def main(argv=None):
     try:
         a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
         return commands[a.command](a)
-    except InputError as e:
+    except (InputError, _NotFinite, tenferro.TenferroError) as e:
         print(f"trgad: error: {e}", file=sys.stderr)
-        return 2
-    except _NotFinite as e:
-        print(f"trgad: error: {e}", file=sys.stderr)
-        return 4
-    except tenferro.TenferroError as e:
-        print(f"trgad: error: {e}", file=sys.stderr)
-        return 3
+        return 2 if isinstance(e, InputError) else 4 if isinstance(e, _NotFinite) else 3
     except (ArithmeticError, np.linalg.LinAlgError) as e:
         print(f"trgad: error: numerical failure, {type(e).__name__}: {e}", file=sys.stderr)
         return 4

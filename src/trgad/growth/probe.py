@@ -27,8 +27,6 @@ detect it" (book/detect.md).
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 from typing import Callable, Sequence
 
@@ -40,10 +38,11 @@ from ..physics import trg, whole
 from ..keyed.keyed_trg import KeyedOps
 from ..keyed.keys import STRATEGIES, path_count
 from ..runtime.timing import count_eqns, time_grad_transform
-from .userstep import GRAPHS, as_state, check_step, load_step, one_line
-from ..runtime.validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_engine,
+from .graphs import BUILTINS
+from .userstep import as_state, check_step, load_step, one_line
+from ..runtime.validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_depths, check_engine,
                                 check_int, check_positive)
-from .verdict import THRESHOLD, classify, depth_to_detect  # noqa: F401  (THRESHOLD: the book quotes it)
+from .verdict import Growth, classify, depth_to_detect
 
 #: Default depths for :func:`growth` on the keyed engine (exact key visits; the time budget
 #: stops an exponential sweep early).
@@ -62,105 +61,9 @@ TRAP_RATIO = 10.0
 TRAP_MIN_SECONDS = 0.05
 
 
-@dataclasses.dataclass
-class Growth:
-    """Result of :func:`growth` / :func:`trg_growth`.
-
-    Per-depth lists (same length as ``depths``): ``transform_seconds`` (keyed engine: wall
-    time of the transform; JAX: CPU time of ``make_jaxpr(grad)``, minimum of 3),
-    ``run_seconds`` (executing the derivative program; JAX: a compiled ``jit(grad)`` call, or
-    None when not executed), ``free_seconds`` (keyed engine: dropping the program; JAX:
-    None), ``key_visits`` (keyed engine; JAX: None), ``derivative_ops`` (instructions /
-    jaxpr equations, nested ones included), ``grads``.  ``measure`` names the cost the
-    verdict uses ("key_visits" or "transform_cpu_seconds"); ``ratios``, ``base``, ``rule``,
-    ``doubling``, ``detection_limit`` and ``verdict`` are :func:`classify`'s, except that a
-    "polynomial" verdict becomes "undetermined" (and ``rule`` says why) when the exact path
-    count says the cost is exponential: ``path_growth`` is the growth per layer of the paths
-    from the derivative's output back to the start (the Perron root of
-    :func:`path_matrix` on the components that output reaches; keyed engine, structural
-    keys only, whose key visits walk those paths; None elsewhere).  ``stopped_early`` /
-    ``stop_reason`` say whether and why the sweep ended before the last requested depth.
-    """
-
-    engine: str
-    keys: str | None
-    depths: list
-    transform_seconds: list
-    run_seconds: list
-    free_seconds: list
-    key_visits: list
-    derivative_ops: list
-    grads: list
-    measure: str
-    budget_seconds: float
-    elapsed_seconds: float = 0.0
-    stopped_early: bool = False
-    stop_reason: str = ""
-    ratios: list = dataclasses.field(default_factory=list)
-    base: float = math.nan
-    rule: str = ""
-    doubling: dict | None = None
-    verdict: str = "undetermined"
-    detection_limit: float = math.nan
-    path_growth: float | None = None
-
-    def costs(self):
-        """The per-depth cost the verdict uses."""
-        return self.key_visits if self.measure == "key_visits" else self.transform_seconds
-
-    def as_dict(self):
-        """JSON-ready dict: non-finite floats become None, and a derivative that is not a
-        finite number at some depth (the step overflows or divides by zero) gets a ``note``
-        naming those depths, as :func:`trgad.keyed.chain.run` does for the chain."""
-        def clean(x):
-            if isinstance(x, float) and not math.isfinite(x):
-                return None
-            if isinstance(x, (list, tuple)):
-                return [clean(v) for v in x]
-            if isinstance(x, dict):
-                return {k: clean(v) for k, v in x.items()}
-            return x
-        out = {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        bad = [d for d, g in zip(self.depths, self.grads) if g is not None and not math.isfinite(g)]
-        if bad:
-            where = (f"every depth probed ({bad[0]} to {bad[-1]})" if bad == self.depths and len(bad) > 2
-                     else "depth " + ", ".join(map(str, bad)))
-            out["note"] = (f"the derivative is not a finite number at {where} (the step's "
-                           f"values overflow or divide by zero there): grads are null at those "
-                           f"depths; the verdict rests on the transform's cost, not on this value")
-        return out
-
-    def detection(self):
-        """One sentence: the smallest base per layer the verdict could see at these depths."""
-        if not math.isfinite(self.detection_limit):
-            return "too few depths for a verdict: no detection limit"
-        return (f"at depths {self.depths[0]} to {self.depths[-1]} an exponential b**d is told from "
-                f"polynomial only if b > {self.detection_limit:.4g}")
-
-    def rows(self):
-        """One dict per depth (for a table)."""
-        out = []
-        for i, d in enumerate(self.depths):
-            out.append({"depth": d, "transform_seconds": self.transform_seconds[i],
-                        "run_seconds": self.run_seconds[i], "free_seconds": self.free_seconds[i],
-                        "key_visits": self.key_visits[i], "derivative_ops": self.derivative_ops[i],
-                        "ratio": self.ratios[i - 1] if i else None})
-        return out
-
-
 def _check_common(engine, keys, budget):
     return (check_engine(engine), check_choice("keys", keys, STRATEGIES),
             check_positive("budget", budget, BUDGET_MAX))
-
-
-def _check_depths(depths, name="depths"):
-    try:
-        ds = [check_int(name, d, 1, 100_000) for d in depths]
-    except TypeError:
-        raise InputError(f"{name}={depths!r} is not a sequence of integers") from None
-    if not ds or any(b <= a for a, b in zip(ds, ds[1:])):
-        raise InputError(f"{name}={list(depths)!r} is out of range: give increasing integers in [1, 100000]")
-    return ds
 
 
 def _unroll(step, state, depth, is_tuple, where, first=True):
@@ -361,7 +264,7 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
     engine, keys, budget = _check_common(engine, keys, budget)
     if depths is None:
         depths = DEPTHS if engine == "keyed" else DEPTHS_JAX
-    depths = _check_depths(depths)
+    depths = check_depths("depths", depths, 1, 100_000)
     if not callable(step):
         raise InputError(f"step={step!r} is not callable")
     state, is_tuple = as_state(x0)
@@ -393,7 +296,7 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
     engine, keys, budget = _check_common(engine, keys, budget)
     if steps is None:
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
-    steps = _check_depths(steps, "steps")
+    steps = check_depths("steps", steps, 1, 100_000)
     chi, beta = check_chi(chi), check_beta(beta)
     full = trg.truncation_schedule(chi, max(steps), beta)
 
@@ -452,57 +355,6 @@ def path_matrix(step: Callable, x0) -> list:
             for o in outs]
 
 
-# --------------------------------------------------------------------------------------
-# Built-in iterative graphs
-# --------------------------------------------------------------------------------------
-
-def chain_step(y):
-    """The source report's mul chain: y <- (y * y) / 2 (each value used twice)."""
-    return (y * y) / 2.0
-
-
-def power_step(state):
-    """One power-iteration step for A = [[2, 1], [1, 3]]: v <- A v / (sum of A v).
-
-    The 1-norm of a positive vector needs no abs or sqrt; the first component converges to
-    the dominant eigenvector's first entry.  Each old component feeds both a2 and b2, and
-    each of those is used twice (numerator and norm), so every old component reaches every
-    new one along 3 paths: the path-count matrix per step is [[3, 3], [3, 3]] (largest
-    eigenvalue 6, the asymptotic base of a structural key walk).
-    """
-    a, b = state
-    a2 = 2.0 * a + b
-    b2 = a + 3.0 * b
-    n = a2 + b2
-    return a2 / n, b2 / n
-
-
-def newton_step(x):
-    """Newton's method for sqrt(2): x <- (x + 2/x) / 2 (x used twice per step)."""
-    return (x + 2.0 / x) / 2.0
-
-
-def evolve_step(state, dt=0.1):
-    """Symplectic Euler for a harmonic oscillator: p <- p - dt q; q <- q + dt p.
-
-    A linear time-evolution loop: every operation is linear, yet q and p feed each other.
-    Paths per step: p2 <- (q: 1, p: 1), q2 <- (q: 2, p: 1), a path-count matrix
-    [[2, 1], [1, 1]] whose largest eigenvalue is (3 + sqrt 5)/2 = 2.618 (the golden ratio
-    squared), so a structural key of q after n steps holds about 2.618**n paths.
-    """
-    q, p = state
-    p2 = p - dt * q
-    q2 = q + dt * p2
-    return q2, p2
-
-
-#: Built-in graphs: name -> (step, x0, description).  "trg" is handled by :func:`trg_growth`.
-BUILTINS = {
-    "chain": (chain_step, 1.1, "mul chain y <- (y*y)/2"),
-    "power": (power_step, (1.0, 0.5), "power iteration v <- A v / |A v|_1, A = [[2, 1], [1, 3]]"),
-    "newton": (newton_step, 1.5, "Newton iteration x <- (x + 2/x)/2 for sqrt(2)"),
-    "evolve": (evolve_step, (1.0, 0.0), "harmonic oscillator, symplectic Euler, dt = 0.1"),
-}
 
 
 def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "structural",

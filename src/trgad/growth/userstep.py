@@ -12,10 +12,9 @@ import importlib.util
 import math
 import os
 
+from .graphs import GRAPHS
 from ..runtime.validate import InputError, check_point
 
-#: Graph names the command line accepts besides ``module:function``.
-GRAPHS = ("chain", "trg", "power", "newton", "evolve")
 #: Most components of a state tuple (each is one leaf of the unrolled graph).
 MAX_STATE = 100
 

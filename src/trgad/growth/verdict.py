@@ -138,3 +138,89 @@ def classify(depths, costs, degree=POLY_DEGREE, acceleration=ACCELERATION, thres
     exponential = all(r > max(threshold, (d2 / d1) ** (degree / (d2 - d1))) for d1, d2, r in last)
     return Classification(ratios, base, "exponential" if exponential else "polynomial", "per-layer ratio",
                           None, detection_limit(ds, degree, threshold))
+
+
+@dataclasses.dataclass
+class Growth:
+    """Result of :func:`growth` / :func:`trg_growth`.
+
+    Per-depth lists (same length as ``depths``): ``transform_seconds`` (keyed engine: wall
+    time of the transform; JAX: CPU time of ``make_jaxpr(grad)``, minimum of 3),
+    ``run_seconds`` (executing the derivative program; JAX: a compiled ``jit(grad)`` call, or
+    None when not executed), ``free_seconds`` (keyed engine: dropping the program; JAX:
+    None), ``key_visits`` (keyed engine; JAX: None), ``derivative_ops`` (instructions /
+    jaxpr equations, nested ones included), ``grads``.  ``measure`` names the cost the
+    verdict uses ("key_visits" or "transform_cpu_seconds"); ``ratios``, ``base``, ``rule``,
+    ``doubling``, ``detection_limit`` and ``verdict`` are :func:`classify`'s, except that a
+    "polynomial" verdict becomes "undetermined" (and ``rule`` says why) when the exact path
+    count says the cost is exponential: ``path_growth`` is the growth per layer of the paths
+    from the derivative's output back to the start (the Perron root of
+    :func:`path_matrix` on the components that output reaches; keyed engine, structural
+    keys only, whose key visits walk those paths; None elsewhere).  ``stopped_early`` /
+    ``stop_reason`` say whether and why the sweep ended before the last requested depth.
+    """
+
+    engine: str
+    keys: str | None
+    depths: list
+    transform_seconds: list
+    run_seconds: list
+    free_seconds: list
+    key_visits: list
+    derivative_ops: list
+    grads: list
+    measure: str
+    budget_seconds: float
+    elapsed_seconds: float = 0.0
+    stopped_early: bool = False
+    stop_reason: str = ""
+    ratios: list = dataclasses.field(default_factory=list)
+    base: float = math.nan
+    rule: str = ""
+    doubling: dict | None = None
+    verdict: str = "undetermined"
+    detection_limit: float = math.nan
+    path_growth: float | None = None
+
+    def costs(self):
+        """The per-depth cost the verdict uses."""
+        return self.key_visits if self.measure == "key_visits" else self.transform_seconds
+
+    def as_dict(self):
+        """JSON-ready dict: non-finite floats become None, and a derivative that is not a
+        finite number at some depth (the step overflows or divides by zero) gets a ``note``
+        naming those depths, as :func:`trgad.keyed.chain.run` does for the chain."""
+        def clean(x):
+            if isinstance(x, float) and not math.isfinite(x):
+                return None
+            if isinstance(x, (list, tuple)):
+                return [clean(v) for v in x]
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            return x
+        out = {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        bad = [d for d, g in zip(self.depths, self.grads) if g is not None and not math.isfinite(g)]
+        if bad:
+            where = (f"every depth probed ({bad[0]} to {bad[-1]})" if bad == self.depths and len(bad) > 2
+                     else "depth " + ", ".join(map(str, bad)))
+            out["note"] = (f"the derivative is not a finite number at {where} (the step's "
+                           f"values overflow or divide by zero there): grads are null at those "
+                           f"depths; the verdict rests on the transform's cost, not on this value")
+        return out
+
+    def detection(self):
+        """One sentence: the smallest base per layer the verdict could see at these depths."""
+        if not math.isfinite(self.detection_limit):
+            return "too few depths for a verdict: no detection limit"
+        return (f"at depths {self.depths[0]} to {self.depths[-1]} an exponential b**d is told from "
+                f"polynomial only if b > {self.detection_limit:.4g}")
+
+    def rows(self):
+        """One dict per depth (for a table)."""
+        out = []
+        for i, d in enumerate(self.depths):
+            out.append({"depth": d, "transform_seconds": self.transform_seconds[i],
+                        "run_seconds": self.run_seconds[i], "free_seconds": self.free_seconds[i],
+                        "key_visits": self.key_visits[i], "derivative_ops": self.derivative_ops[i],
+                        "ratio": self.ratios[i - 1] if i else None})
+        return out

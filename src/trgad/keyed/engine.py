@@ -17,19 +17,19 @@ This module has two parts:
    graph) build a derivative program and do not run it.  They share their steps, one
    function each, every table keyed by value key:
 
-   a. :func:`value_table` - the table from the key of each traced value to its array (in
+   a. :func:`~trgad.keyed.sweeps.value_table` - the table from the key of each traced value to its array (in
       tenferro-rs 0.8.0: the process-wide metadata registry, where tracing registered each
       value's key);
-   b. :func:`materialise` - the graph rebuilt with **fresh keys** (deduplicated by key; in
+   b. :func:`~trgad.keyed.sweeps.materialise` - the graph rebuilt with **fresh keys** (deduplicated by key; in
       tenferro-rs: tenferro-ad's ``derivative_traces_from_frozen_program`` rebuilding the
       derivative graph through computegraph's ``GraphBuilder::add_operation``, a new
       ``Arc<OperationKey>`` per operation);
-   c. :func:`fetch_residuals` - every value of the copy looked up in the table **by the
+   c. :func:`~trgad.keyed.sweeps.fetch_residuals` - every value of the copy looked up in the table **by the
       copy's key**: two independently built, equal keys meet and are compared (in
       tenferro-rs: ``register_scoped_global_metadata_batch``'s ``entry(key)``, and again
       when the gradient is dropped);
-   d. :func:`reverse_sweep` (cotangent environment keyed by value key) or
-      :func:`forward_sweep` (tangent environment keyed by value key).
+   d. :func:`~trgad.keyed.sweeps.reverse_sweep` (cotangent environment keyed by value key) or
+      :func:`~trgad.keyed.sweeps.forward_sweep` (tangent environment keyed by value key).
 
    A transform's :class:`Derivative` counts its key visits by step (``step_visits``).
 
@@ -49,7 +49,8 @@ import numpy as np
 
 from .keys import COUNTER, STRATEGIES, count_visits, fresh_leaf_key, make_key, topological
 from .program import Derivative, Eager, Emitter, Tangents
-from .rules import IMPL, JVP_RULES, MULTI_OUTPUT, VJP_RULES
+from .rules import IMPL
+from .sweeps import fetch_residuals, forward_sweep, materialise, reverse_sweep, value_table
 from ..runtime.validate import InputError, check_choice
 
 
@@ -208,103 +209,6 @@ def _check(outputs, wrt):
     return outputs, wrt
 
 
-def value_table(leaves, user_ops):
-    """a. The eager runtime's value table: key of every traced value -> its array."""
-    table = {}
-    for v in leaves:
-        table[v.key] = v.data
-    for op in user_ops:
-        for key, data in zip(op.out_keys, op.out_data):
-            table[key] = data
-    return table
-
-
-def materialise(strategy, leaves, user_ops):
-    """b. Rebuild the graph with fresh keys, deduplicated by key (CSE).
-
-    Returns ``(copy_of, nodes, ops)``: user key -> copy key (same objects on both sides,
-    cheap lookups); the copy's dedup table (copy key -> copy key); and the copy's
-    operations ``(prim, params, input copy keys, output copy keys)`` in trace order, each
-    once: an op whose outputs' keys are already in the copy (the same primitive applied
-    again to the same inputs, e.g. ``abs(x)`` computed twice) is that value, not a second
-    use of it, so the sweeps must not run its rule twice (they did, and counted its
-    cotangent twice).
-    """
-    copy_of, nodes, ops = {}, {}, []
-    for v in leaves:
-        k = make_key(strategy, v.key.prim, v.key.params)
-        copy_of[v.key] = nodes.setdefault(k, k)
-    for op in user_ops:
-        ins = [copy_of[v.key] for v in op.inputs]
-        outs, new = [], False
-        for slot, user_key in enumerate(op.out_keys):
-            k = make_key(strategy, op.prim, op.params, ins, slot)
-            size = len(nodes)
-            k = nodes.setdefault(k, k)
-            new = new or len(nodes) > size
-            copy_of[user_key] = k
-            outs.append(k)
-        if new:
-            ops.append((op.prim, op.params, ins, outs))
-    return copy_of, nodes, ops
-
-
-def fetch_residuals(em, nodes, table):
-    """c. Every value of the copy, fetched from the value table by the copy's key and
-    loaded into a register of the program: copy key -> register."""
-    residual = {}
-    for k in nodes:
-        residual[k] = em.load(k, table[k])
-    return residual
-
-
-def reverse_sweep(em, ops, residual, wrt_key, seeds):
-    """d. The reverse sweep: a cotangent environment keyed by value key.
-
-    ``seeds`` are ``(copy key, cotangent array)`` of the outputs.  Only values that
-    depend on ``wrt_key`` get cotangents.  Returns the environment (key -> register).
-    """
-    active = {wrt_key}
-    for prim, params, ins, outs in ops:
-        if any(k in active for k in ins):
-            active.update(outs)
-    ct_env = {}
-
-    def accumulate(k, reg):
-        old = ct_env.get(k)
-        ct_env[k] = reg if old is None else em.add(old, reg)
-
-    for k, seed in seeds:
-        if k in active:
-            accumulate(k, em.const(seed))
-    for prim, params, ins, outs in reversed(ops):
-        cts = [ct_env.get(k) for k in outs]
-        if all(c is None for c in cts):
-            continue
-        in_regs = [residual[k] for k in ins]
-        out_regs = [residual[k] for k in outs]
-        in_cts = VJP_RULES[prim](em, params, in_regs, out_regs, cts if prim in MULTI_OUTPUT else cts[0])
-        for k, c in zip(ins, in_cts):
-            if k in active:
-                accumulate(k, c)
-    return ct_env
-
-
-def forward_sweep(em, ops, residual, wrt_key, tangent):
-    """d. The forward sweep: a tangent environment keyed by value key, seeded with the
-    register ``tangent`` at ``wrt_key``.  Returns the environment (key -> register)."""
-    t_env = {wrt_key: tangent}
-    for prim, params, ins, outs in ops:
-        ts = [t_env.get(k) for k in ins]
-        if all(t is None for t in ts):
-            continue
-        out_regs = [residual[k] for k in outs]
-        out_ts = JVP_RULES[prim](em, params, [residual[k] for k in ins], out_regs, ts)
-        for k, reg, t in zip(outs, out_regs, out_ts):
-            t_env[k] = em.broadcast_to(t, reg.shape)
-    return t_env
-
-
 def prepare_transform(outputs, wrt, visits):
     """Steps a, b and c, shared by both keyed transforms (:func:`vjp`, :func:`jvp`).
 
@@ -314,7 +218,7 @@ def prepare_transform(outputs, wrt, visits):
     visited).  Returns (user_ops, copy_of, ops, emitter, residual): the user's traced ops,
     the map user key -> copy key, the copy's ops in topological order, the
     :class:`trgad.keyed.program.Emitter` of the derivative program and its registers of the
-    residuals, keyed by copy key; step d (:func:`reverse_sweep` or :func:`forward_sweep`)
+    residuals, keyed by copy key; step d (:func:`~trgad.keyed.sweeps.reverse_sweep` or :func:`~trgad.keyed.sweeps.forward_sweep`)
     takes them from there."""
     user_ops = trace(outputs)
     leaves = _leaves(user_ops, [*outputs, wrt])
@@ -385,7 +289,7 @@ def jvp(outputs, wrt, tangent):
     """Forward-mode transform, graph to graph: a program for d outputs[i] / d wrt . tangent.
 
     Built like :func:`vjp` (value table, materialise with fresh keys, residuals fetched by
-    key) with a forward sweep (:func:`forward_sweep`), so it pays the same key comparisons.
+    key) with a forward sweep (:func:`~trgad.keyed.sweeps.forward_sweep`), so it pays the same key comparisons.
 
     Parameters: ``outputs`` list of :class:`Value`; ``wrt`` a leaf (or a list holding one);
     ``tangent`` float or array broadcastable to ``wrt``'s shape (the direction).

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from . import engine as keyed
-from ..physics import ising, staged, trg
+from ..physics import heat, ising, trg
 from .keys import STRATEGIES
 from ..runtime.validate import check_beta, check_choice, check_order, check_schedule
 
@@ -178,12 +178,12 @@ def _concrete(value):
 
 def specific_heat(beta, schedule, keys="structural", h=None):
     """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of two staged gradients on
-    the keyed engine (:func:`value_and_grad_engine`, :func:`trgad.physics.staged.central_difference_c`
-    with its step :func:`trgad.physics.staged.fd_step` unless ``h`` is given).  The engine has first
+    the keyed engine (:func:`value_and_grad_engine`, :func:`trgad.physics.heat.central_difference_c`
+    with its step :func:`trgad.physics.heat.fd_step` unless ``h`` is given).  The engine has first
     derivatives only, so this is its way to c.  Units of k_B per site.  Raises InputError for
     a bad beta, schedule or keys, or h outside (0, beta)."""
     ks, keys = check_schedule(schedule), check_choice("keys", keys, STRATEGIES)
-    return staged.central_difference_c(lambda b: value_and_grad_engine(b, ks, keys)["dlnz"], beta, h)
+    return heat.central_difference_c(lambda b: value_and_grad_engine(b, ks, keys)["dlnz"], beta, h)
 
 
 def staged_derivatives(beta, schedule, keys="structural", order=1):
@@ -208,7 +208,7 @@ def staged_derivatives(beta, schedule, keys="structural", order=1):
     out.update({name: r[name] for name in ("transform_seconds", "key_visits", "derivative_ops",
                                            "run_seconds", "primal_seconds")})
     if order == 2:
-        out.update(c=specific_heat(beta, ks, keys, h=staged.fd_step(beta)), c_method="fd",
-                   fd_step=staged.fd_step(beta))
+        out.update(c=specific_heat(beta, ks, keys, h=heat.fd_step(beta)), c_method="fd",
+                   fd_step=heat.fd_step(beta))
     out["seconds"] = time.perf_counter() - t0
     return out

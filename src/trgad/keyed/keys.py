@@ -192,19 +192,6 @@ def fresh_leaf_key(strategy, prim="input"):
     return make_key(strategy, prim, (next(_fresh_ids),))
 
 
-def rebuild_key(key):
-    """An independent copy of ``key``'s DAG: structurally equal, sharing no objects.
-
-    Sharing *inside* the copy is kept (each node is rebuilt once), exactly as a
-    materialiser rebuilds a graph.  For interned keys the "copy" is the same object.
-    """
-    copies = {}
-    for node in postorder(key):
-        copies[id(node)] = make_key(node.strategy, node.prim, node.params,
-                                    [copies[id(i)] for i in node.inputs], node.slot)
-    return copies[id(key)]
-
-
 def postorder(key):
     """Distinct nodes of a key DAG, inputs before users (by object identity)."""
     return topological([key], lambda node: reversed(node.inputs))

@@ -15,7 +15,7 @@ for the SVD) or the input tangents (a list, ``None`` for an input that does not 
 the differentiated leaf).  A reverse rule returns one cotangent per input; a tangent rule
 returns one tangent per output, before broadcasting to the output's shape.
 
-The SVD's rules are :func:`trgad.physics.svd.svd_pullback` and :func:`trgad.physics.svd.svd_tangent`,
+The SVD's rules are :func:`trgad.physics.svdrules.svd_pullback` and :func:`trgad.physics.svdrules.svd_tangent`,
 called with ``numpy``: the same functions the JAX TRG uses.
 """
 from __future__ import annotations
@@ -24,8 +24,9 @@ import string
 
 import numpy as np
 
-from ..physics import svd as _svd
-from ..physics.svd import svd_pullback
+from ..physics import svdrules
+from ..physics.svdrules import svd_pullback
+from ..runtime.validate import check_finite_matrix
 
 #: NumPy implementation of every primitive: ``IMPL[prim](params, *arrays)``.  Primitives
 #: that only occur in derivative programs (``sum_to``, ``broadcast_to``, ``svd_pullback``,
@@ -248,22 +249,22 @@ def einsum_jvp(em, params, ins, outs, ts):
 @impl("svd")
 def svd_impl(params, M):
     """The k = params[0] largest triplets; InputError for a matrix with an inf or nan entry
-    (:func:`trgad.physics.svd.check_finite_matrix`, before LAPACK sees it)."""
-    U, s, Vh = np.linalg.svd(_svd.check_finite_matrix(M), full_matrices=False)
+    (:func:`trgad.runtime.validate.check_finite_matrix`, before LAPACK sees it)."""
+    U, s, Vh = np.linalg.svd(check_finite_matrix(M), full_matrices=False)
     k = params[0]
     return U[:, :k], s[:k], Vh[:k, :]
 
 
 @vjp_rule("svd")
 def svd_vjp(em, params, ins, outs, cts):
-    """All three output cotangents at once, through :func:`trgad.physics.svd.svd_pullback`."""
+    """All three output cotangents at once, through :func:`trgad.physics.svdrules.svd_pullback`."""
     cts = [c if c is not None else em.const(np.zeros(o.shape)) for c, o in zip(cts, outs)]
     return [em.emit("svd_pullback", (), (ins[0], *outs, *cts), ins[0].shape)]
 
 
 @jvp_rule("svd")
 def svd_jvp(em, params, ins, outs, ts):
-    """(dU, ds, dVh) at once through ``trgad.physics.svd.svd_tangent``, then one ``slot`` each."""
+    """(dU, ds, dVh) at once through ``trgad.physics.svdrules.svd_tangent``, then one ``slot`` each."""
     both = em.emit("svd_tangent", (), (ins[0], *outs, ts[0]), None)
     return [em.emit("slot", (i,), (both,), o.shape) for i, o in enumerate(outs)]
 
@@ -282,5 +283,5 @@ IMPL["broadcast_to"] = lambda p, a: np.broadcast_to(a, p[0]).copy()
 IMPL["svd_pullback"] = lambda p, *xs: svd_pullback(np, *xs)
 # Looked up when called: ``svd_tangent`` is defined in trgad.physics.svd (same conventions as
 # svd_pullback); the forward mode of graphs without an SVD never calls it.
-IMPL["svd_tangent"] = lambda p, *xs: _svd.svd_tangent(np, *xs)
+IMPL["svd_tangent"] = lambda p, *xs: svdrules.svd_tangent(np, *xs)
 IMPL["slot"] = lambda p, t: t[p[0]]

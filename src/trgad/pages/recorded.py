@@ -127,3 +127,126 @@ JAX_CHAIN_LAYERS = 30
 #: mul chain of ``depth`` layers, seconds to build it, to materialize it and to drop it.
 COMPUTEGRAPH_BY_VALUE = {"commit": "8306196", "depth": 20, "build_s": 8.9, "materialize_s": 37.6,
                          "drop_s": 2.1}
+
+
+# ---- the same trap elsewhere (book/elsewhere.md, trgad.topics.elsewhere and .nesting) ----------
+
+#: jax-ml/jax #8193 as printed in the thread (October 2021, the JAX of then; machine not
+#: stated): nesting depth -> seconds of ``jax.linearize``.  Recorded elsewhere, quoted.
+RECORDED_8193_SECONDS = {7: 0.3668365478515625, 8: 0.5641067028045654, 9: 0.9860150814056396,
+                         10: 2.0171751976013184, 11: 4.0435779094696045, 12: 7.562690019607544}
+
+
+#: Where :data:`RECORDED_8193_SECONDS` comes from.
+RECORDED_8193_SOURCE = "https://github.com/jax-ml/jax/issues/8193"
+
+#: What other projects reported, each row resting on the threads it links (read by this
+#: book's authors; nothing here is measured by the book).  Keys: ``system``, ``identifies``
+#: (how it identifies or compares values), ``affected`` (what the thread reports), ``fix``
+#: (what was adopted, or the thread's state), ``sources`` ((label, url) pairs).
+RECORDED = (
+    {"system": "SymbolicUtils.jl (Julia CAS)",
+     "identifies": "hash-consing, structural `isequal`",
+     "affected": "`isequal` of equal, distinct copies: exponential in depth",
+     "fix": "a memo of compared pairs (#1052), keyed by the objects, not their ids (#1055)",
+     "sources": (("#1049", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/issues/1049"),
+                 ("#1052", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1052"),
+                 ("#1055", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1055"))},
+    {"system": "pytato (lazy arrays)",
+     "identifies": "structural `==`",
+     "affected": "exponential (#163); quadratic with a memo rebuilt per use (#322)",
+     "fix": "a memoising comparison, identity first: 7 min to 3 s (#322)",
+     "sources": (("#163", "https://github.com/inducer/pytato/issues/163"),
+                 ("#322", "https://github.com/inducer/pytato/pull/322"))},
+    {"system": "snyk dep-graph",
+     "identifies": "content hash",
+     "affected": "O(2^n) on n stacked diamonds",
+     "fix": "a memoised Merkle hash",
+     "sources": (("#169", "https://github.com/snyk/dep-graph/pull/169"),)},
+    {"system": "cargo",
+     "identifies": "recursive fingerprint hash",
+     "affected": "exponential blow-up",
+     "fix": "the memoised hash, Merkle-style",
+     "sources": (("#4521", "https://github.com/rust-lang/cargo/pull/4521"),)},
+    {"system": "Apache TVM",
+     "identifies": "`StructuralHash`",
+     "affected": "none reported (a design PR)",
+     "fix": "a DAG hashed as a DAG (occurrence index)",
+     "sources": (("#5160", "https://github.com/apache/tvm/pull/5160"),)},
+    {"system": "hevm (symbolic EVM)",
+     "identifies": "derived structural `Eq`",
+     "affected": "914-node DAG held as a 601,664-node tree, 22 GB",
+     "fix": "hash-consing, pointer equality (an open RFC)",
+     "sources": (("#1085", "https://github.com/argotorg/hevm/pull/1085"),)},
+    {"system": "PyTorch autograd",
+     "identifies": "a tape, by identity",
+     "affected": "nested `autograd.grad`: about 3x per order",
+     "fix": "none (issue open)",
+     "sources": (("#111563", "https://github.com/pytorch/pytorch/issues/111563"),)},
+    {"system": "JAX (2019)",
+     "identifies": "tracers, by identity",
+     "affected": "nested `jvp`: exponential in the order",
+     "fix": "CSE discussed; Taylor mode (`jet`) today",
+     "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
+    {"system": "Lean 4 kernel",
+     "identifies": "`is_def_eq` cache (union-find)",
+     "affected": "unsound: a non-transitive check closed under transitivity",
+     "fix": "a plain cache keyed on the query pair",
+     "sources": (("#14806", "https://github.com/leanprover/lean4/pull/14806"),)},
+)
+
+
+#: The rows this book measures (book/elsewhere.md), without their verdicts, which the page
+#: computes: name -> ``system``, ``identifies``, ``fix``, ``sources`` as in :data:`RECORDED`.
+MEASURED = {
+    "autograd": {
+        "system": "HIPS autograd: mul chain (tape nodes)",
+        "identifies": "node objects, by identity",
+        "fix": "none needed",
+        "sources": (("autograd/core.py", "https://github.com/HIPS/autograd/blob/master/autograd/core.py"),)},
+    "sympy_eq": {
+        "system": "SymPy `==`: two copies of the mul chain (calls)",
+        "identifies": "structure: hash cached, `==` without memo",
+        "fix": "its constructor cache (LRU) returns the same object",
+        "sources": (("basic.py", "https://github.com/sympy/sympy/blob/master/sympy/core/basic.py"),
+                    ("cache.py", "https://github.com/sympy/sympy/blob/master/sympy/core/cache.py"))},
+    "tuple_eq": {
+        "system": "CPython tuple `==`: shared sub-tuples (leaf calls)",
+        "identifies": "element by element, identity shortcut",
+        "fix": "3.14 caches `hash`, not `==`",
+        "sources": (("#131525", "https://github.com/python/cpython/issues/131525"),)},
+    "sympy_chain": {
+        "system": "SymPy `diff`: mul chain (`count_ops`)",
+        "identifies": "structure, rewritten (y*y becomes y**2)",
+        "fix": "algebra: the fan-out becomes an exponent",
+        "sources": (("mul.py", "https://github.com/sympy/sympy/blob/master/sympy/core/mul.py"),)},
+    "sympy_tree": {
+        "system": "SymPy `diff`: logistic map (tree nodes)",
+        "identifies": "structure; a DAG in memory, walked as a tree",
+        "fix": "`cse` (next row)",
+        "sources": (("Baydin et al. 2.2", "https://jmlr.org/papers/v18/17-468.html"),)},
+    "sympy_cse": {
+        "system": "the same after `sympy.cse` (operations)",
+        "identifies": "shared subexpressions named once",
+        "fix": "this is the fix",
+        "sources": (("cse_main.py", "https://github.com/sympy/sympy/blob/master/sympy/simplify/cse_main.py"),)},
+    "jax_grad": {
+        "system": "JAX `grad` nested n times (equations)",
+        "identifies": "tracers, by identity",
+        "fix": "Taylor mode (next row)",
+        "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
+    "jax_jet": {
+        "system": "JAX `jet` to order n (equations)",
+        "identifies": "one Taylor series per value",
+        "fix": "this is the fix (no `svd` rule; ignores `custom_jvp`)",
+        "sources": (("jet.py", "https://github.com/jax-ml/jax/blob/main/jax/experimental/jet.py"),
+                    ("#2431", "https://github.com/jax-ml/jax/issues/2431"))},
+    "jax_cond": {
+        "system": "JAX today: nested `cond` under `vmap`, `linearize` (CPU time)",
+        "identifies": "tracers, by identity",
+        "fix": "jaxpr transformations cached by jaxpr (2022)",
+        "sources": (("#8184", "https://github.com/jax-ml/jax/issues/8184"),
+                    ("#8193", "https://github.com/jax-ml/jax/issues/8193"),
+                    ("#9196", "https://github.com/jax-ml/jax/pull/9196"),
+                    ("#9228", "https://github.com/jax-ml/jax/pull/9228"))},
+}

@@ -53,7 +53,7 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.experimental import jet
 
 from ..runtime import compiled
-from . import ising, staged, trg
+from . import ising, staged, trg, heat
 from ..runtime.validate import InputError, check_beta, check_choice, check_order, check_schedule
 
 #: The methods of :func:`value_and_derivatives`: the modes of differentiation.
@@ -253,7 +253,7 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     -------
     JSON-ready dict: ``method``, ``order``, ``lnz_per_site``, ``u`` (J per site), ``c``
     (k_B per site; None for order 1), ``c_method`` ("exact" or "fd"; None for order 1),
-    ``fd_step`` (the central difference's step h, :func:`trgad.physics.staged.fd_step`; None unless
+    ``fd_step`` (the central difference's step h, :func:`trgad.physics.heat.fd_step`; None unless
     c_method is "fd"), ``seconds`` (this call, compilation included on a first call) and
     ``compile_seconds`` (the part spent tracing and compiling: 0 when the program was
     cached; the staged method compiles inside the call, :func:`trgad.physics.staged.compile_ahead`,
@@ -278,7 +278,7 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
             c = ising.specific_heat_of(beta, d2)
         else:
             lnz, dlnz = staged.value_and_grad_jax(beta, ks)
-            c = staged.specific_heat(beta, ks)
+            c = heat.specific_heat(beta, ks)
     else:
         exe, compile_seconds = program(method, order, ks)
         lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
@@ -287,7 +287,7 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     return {"method": method, "order": order, "lnz_per_site": float(lnz), "u": -float(dlnz),
             "c": None if c is None else float(c),
             "c_method": None if order == 1 else ("fd" if fd else "exact"),
-            "fd_step": staged.fd_step(beta) if fd else None,
+            "fd_step": heat.fd_step(beta) if fd else None,
             "seconds": time.perf_counter() - t0, "compile_seconds": compile_seconds}
 
 

@@ -33,8 +33,8 @@ out, :func:`trgad.physics.svd.balanced_split_reverse`): the pullback programs ar
 
 Second derivative (:func:`value_grad_hess_jax`): the same staging for the jet (T_i,
 dT_i/d beta, d2T_i/d beta2), one forward-over-forward program per (D, k), so the specific
-heat is exact (:func:`specific_heat_exact`); the central difference of two staged
-gradients (:func:`specific_heat`, the source report's way) stays available.  The shapes of
+heat is exact (:func:`trgad.physics.heat.specific_heat_exact`; the central difference of
+two staged gradients, the source report's way, is :func:`trgad.physics.heat.specific_heat`).  The shapes of
 every program follow from the schedule, so a pass compiles them all before it runs, side by
 side on the cores the process may use (:func:`compile_ahead`).
 """
@@ -45,10 +45,7 @@ import jax.numpy as jnp
 
 from ..runtime import compiled
 from . import ising, trg
-from ..runtime.validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_order, check_schedule
-
-#: Step of the central difference for the specific heat, as in the source report (h = 1e-5).
-FD_STEP = 1e-5
+from ..runtime.validate import check_beta, check_order, check_schedule
 
 #: (step program, pullback program) pairs, keyed ("step", D, k) and by name for the ends, and
 #: 1-tuples (jet program,) keyed ("jet", D, k) and "init2", "tail2" for the second order
@@ -215,15 +212,49 @@ def step_residuals(beta, schedule):
     :func:`value_and_grad_jax`.
     """
     beta, ks = check_beta(beta), check_schedule(schedule)
-    (init_step, _), _ = end_programs()
-    T, _ = init_step(jnp.asarray(beta, dtype=jnp.float64))
-    out = []
+    tensors, stages, _, _ = _forward(beta, ks, keep_tensors=True)
+    return [(T, res) for T, (_, res) in zip(tensors, stages)]
+
+
+def _forward(beta, ks, keep_tensors=False):
+    """The first-order forward pass, the one loop every staged pass runs: each step on a
+    fresh leaf (the previous step's concrete output).  Returns (tensors, stages, ln_norms,
+    ends): tensors [T_0, ..., T_n] (only T_n unless ``keep_tensors``), stages the
+    (pullback program, residuals) of each step, ln_norms each ln||T_i||, ends the two end
+    programs' pullbacks and residuals."""
+    (init_step, init_pullback), (tail_step, tail_pullback) = end_programs()
+    T, res0 = init_step(jnp.asarray(beta, dtype=jnp.float64))
+    tensors, stages, ln_norms = [T], [], []
     for k in ks:
-        step, _ = step_programs(T.shape[0], k)
-        (T_next, _), res = step(T)
-        out.append((T, res))
-        T = T_next
-    return out
+        step, pullback = step_programs(T.shape[0], k)
+        (T, ln), res = step(T)
+        stages.append((pullback, res))
+        ln_norms.append(ln)
+        tensors = tensors + [T] if keep_tensors else [T]
+    return tensors, stages, ln_norms, (init_pullback, res0, tail_step, tail_pullback)
+
+
+def _passes(beta, ks, keep=False):
+    """Both passes: (lnz, dlnz, tensors, cotangents), the lists kept only if ``keep`` (else
+    only the last tensor and Tbar_0).  Backward: Tbar_n from the trace term, then one VJP
+    per step, last to first, each taking both paths at once: through T_{i+1} (cotangent
+    Tbar_{i+1}) and through ln||T_i|| (weight w_i)."""
+    f64 = jnp.float64
+    tensors, stages, ln_norms, (init_pullback, res0, tail_step, tail_pullback) = \
+        _forward(beta, ks, keep_tensors=keep)
+    n = len(ks)
+    tail, res_n = tail_step(tensors[-1], jnp.asarray(1.0 / 2**n, dtype=f64))
+    ct = tail_pullback(res_n, jnp.ones((), dtype=f64))
+    bars = [ct]
+    for i in range(n - 1, -1, -1):
+        pullback, res = stages[i]
+        ct = pullback(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
+        bars = bars + [ct] if keep else [ct]
+    dlnz = init_pullback(res0, ct)
+    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
+    # the factor e^{2 beta} per site taken out of the initial tensor (trgad.physics.ising)
+    return (lnz + ising.log_weight_per_site(beta), float(dlnz) + ising.log_weight_slope(beta),
+            tensors, bars[::-1])
 
 
 # --------------------------------------------------------------------------------------
@@ -253,28 +284,7 @@ def value_and_grad_jax(beta, schedule):
     """
     beta, ks = check_beta(beta), check_schedule(schedule)
     compile_ahead(ks)
-    f64 = jnp.float64
-    (init_step, init_pullback), (tail_step, tail_pullback) = end_programs()
-    # forward: every step starts from a fresh leaf (the previous step's concrete output)
-    T, res0 = init_step(jnp.asarray(beta, dtype=f64))
-    stages, ln_norms = [], []
-    for k in ks:
-        step, pullback = step_programs(T.shape[0], k)
-        (T, ln), res = step(T)
-        stages.append((pullback, res))
-        ln_norms.append(ln)
-    n = len(ks)
-    tail, res_n = tail_step(T, jnp.asarray(1.0 / 2**n, dtype=f64))
-    # backward: Tbar_n from the trace term, then one VJP per step, last to first
-    ct = tail_pullback(res_n, jnp.ones((), dtype=f64))
-    for i in range(n - 1, -1, -1):
-        pullback, res = stages[i]
-        # both paths at once: through T_{i+1} (cotangent ct) and through ln||T_i|| (w_i)
-        ct = pullback(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
-    dlnz = init_pullback(res0, ct)
-    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
-    # the factor e^{2 beta} per site taken out of the initial tensor (trgad.physics.ising)
-    return lnz + ising.log_weight_per_site(beta), float(dlnz) + ising.log_weight_slope(beta)
+    return _passes(beta, ks)[:2]
 
 
 def value_grad_hess_jax(beta, schedule):
@@ -313,60 +323,6 @@ def value_grad_hess_jax(beta, schedule):
                         for m in range(3))
     # the factor e^{2 beta} per site taken out of the initial tensor (trgad.physics.ising)
     return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), d2lnz
-
-
-# --------------------------------------------------------------------------------------
-# The specific heat
-# --------------------------------------------------------------------------------------
-
-def fd_step(beta):
-    """The central-difference step for :func:`specific_heat` at ``beta``: 1e-5 as in the
-    source report (:data:`FD_STEP`), but at most |beta| / 2 (so that |beta| - h keeps the
-    sign at small beta) and at least 1e-8 |beta| (so that |beta| +- h are distinct floats at
-    large beta).  Raises InputError for a bad beta."""
-    b = abs(check_beta(beta))
-    return max(min(FD_STEP, b / 2), b * 1e-8)
-
-
-def central_difference_c(gradient, beta, h=None):
-    """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of ``gradient``.
-
-    ``gradient`` is a function beta -> d(lnZ/N)/d beta (a float), e.g. a staged gradient
-    on either engine.  c ~= b**2 [g(b + h) - g(b - h)] / (2 h) with b = |beta| (c is even in
-    beta: :mod:`trgad.physics.ising`) and h = :func:`fd_step` unless given; the truncation error is
-    O(h**2) and the rounding error ~ 1e-16 / h.  The two points stay in [BETA_MIN, BETA_MAX]
-    (:mod:`trgad.runtime.validate`: below BETA_MIN JAX would see 0): b + h is capped at BETA_MAX and
-    b - h raised to BETA_MIN, so the difference is one-sided at either end of the range, and
-    the denominator is the distance of the two floats actually used.  A zero difference
-    (deep in the ordered phase, where g = 2 to the last bit) gives c = 0, never inf * 0.
-    Units of k_B per site.  Raises InputError for a bad beta, or if h is given outside
-    (0, |beta|).
-    """
-    b = abs(check_beta(beta))
-    if h is None:
-        h = fd_step(b)
-    elif not 0 < h < b:
-        raise InputError(f"h={h!r} is out of range: h must be in (0, |beta|)")
-    up, down = min(b + h, BETA_MAX), max(b - h, BETA_MIN)
-    diff = gradient(up) - gradient(down)
-    return 0.0 if diff == 0 else b * ((b / (up - down)) * diff)   # b / (up - down) <= 1e8
-
-
-def specific_heat(beta, schedule, h=None):
-    """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of two staged JAX gradients
-    (:func:`value_and_grad_jax`, :func:`central_difference_c`; the source report's way).
-    Units of k_B per site.  Raises InputError for a bad beta or schedule, or if h is given
-    outside (0, beta)."""
-    ks = check_schedule(schedule)
-    return central_difference_c(lambda b: value_and_grad_jax(b, ks)[1], beta, h)
-
-
-def specific_heat_exact(beta, schedule):
-    """c = beta**2 d^2(lnZ/N)/d beta^2 from :func:`value_grad_hess_jax` (exact up to rounding),
-    k_B per site; 0 when the second derivative is exactly 0 (deep in the ordered phase, where
-    beta**2 would overflow).  Raises InputError for a bad beta or schedule."""
-    beta = check_beta(beta)
-    return ising.specific_heat_of(beta, value_grad_hess_jax(beta, schedule)[2])
 
 
 def full_size_steps(schedule):
@@ -412,26 +368,5 @@ def cotangents(beta, schedule):
     differentiation.
     """
     beta, ks = check_beta(beta), check_schedule(schedule)
-    f64 = jnp.float64
-    (init_step, init_pullback), (tail_step, tail_pullback) = end_programs()
-    T, res0 = init_step(jnp.asarray(beta, dtype=f64))
-    tensors, stages, ln_norms = [T], [], []
-    for k in ks:
-        step, pullback = step_programs(T.shape[0], k)
-        (T, ln), res = step(T)
-        tensors.append(T)
-        stages.append((pullback, res))
-        ln_norms.append(ln)
-    n = len(ks)
-    tail, res_n = tail_step(T, jnp.asarray(1.0 / 2**n, dtype=f64))
-    ct = tail_pullback(res_n, jnp.ones((), dtype=f64))
-    bars = [ct]
-    for i in range(n - 1, -1, -1):
-        pullback, res = stages[i]
-        ct = pullback(res, (ct, jnp.asarray(1.0 / 2**i, dtype=f64)))
-        bars.append(ct)
-    dlnz = init_pullback(res0, ct)
-    lnz = float(tail) + sum(float(ln) / 2**i for i, ln in enumerate(ln_norms))
-    return {"tensors": tensors, "cotangents": bars[::-1],
-            "lnz_per_site": lnz + ising.log_weight_per_site(beta),
-            "dlnz": float(dlnz) + ising.log_weight_slope(beta)}
+    lnz, dlnz, tensors, bars = _passes(beta, ks, keep=True)
+    return {"tensors": tensors, "cotangents": bars, "lnz_per_site": lnz, "dlnz": dlnz}

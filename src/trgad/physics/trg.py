@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ising
-from .svd import (RANK_RTOL, balanced_split, balanced_split_reverse, check_finite_matrix,
-                  check_multiplet, numerical_rank)
-from ..runtime.validate import InputError, check_beta, check_chi, check_int, check_schedule, check_steps
+from .svd import RANK_RTOL, balanced_split, balanced_split_reverse, check_multiplet, numerical_rank
+from ..runtime.validate import (InputError, check_beta, check_chi, check_finite_matrix, check_int,
+                                check_schedule, check_steps)
 
 
 class _Ops:
@@ -176,7 +176,7 @@ def _check_concrete_beta(beta):
 def normalized(T, name="T"):
     """T / ||T|| (Frobenius) for a concrete tensor, scaled by its largest entry first, so that
     neither the squares of 1e200 (overflow) nor those of 1e-200 (underflow to 0) enter the
-    norm.  Raises InputError if T has an inf or nan entry (:func:`trgad.physics.svd.check_finite_matrix`)
+    norm.  Raises InputError if T has an inf or nan entry (:func:`trgad.runtime.validate.check_finite_matrix`)
     or is all zeros."""
     T = check_finite_matrix(np.asarray(T, dtype=np.float64), name)
     top = np.max(np.abs(T)) if T.size else 0.0

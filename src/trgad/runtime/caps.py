@@ -98,22 +98,12 @@ MODES_STEPS = 8 if PREVIEW else 20
 #: count has at least two full-size steps (input bond dimension chi = 16 from step 5 on),
 #: so the bytes added per full-size step are comparable.
 GROWTH_STEPS = (6, 8) if PREVIEW else (10, 20, 40)
-#: A method's growth sweep stops after the first call that took longer than this (seconds).
-GROWTH_CAP_SECONDS = 30.0 if PREVIEW else 60.0
 #: TRG steps at which the specific heat is compared across methods (bench.second_order_costs;
 #: book/modes.md): 3 steps, where the TRG truncates nothing and the exact 8-site torus is
 #: the oracle (a first call is mostly compilation, which hardly depends on the steps).
 SECOND_STEPS = 3
 #: TRG steps of the many-parameter gradients (params.compare).
 PARAMS_STEPS = 4 if PREVIEW else 6
-#: Number of betas in the c(beta) scan across the transition (transition.beta_grid).
-C_SCAN_POINTS = 9 if PREVIEW else 41
-#: Bond dimensions of the c(beta) scan.
-C_SCAN_CHIS = (4, 8) if PREVIEW else (8, 16)
-#: TRG steps of the c(beta) scan (2**steps sites).
-C_SCAN_STEPS = 10 if PREVIEW else 20
-#: Extra betas between the neighbours of the coarse peak (transition.refine).
-C_REFINE_POINTS = 2 if PREVIEW else 4
 
 # ---- the same trap elsewhere (book/elsewhere.md, trgad.topics.elsewhere); kept in their own block
 #: Mul-chain depths that HIPS autograd differentiates at x0 = 2 (the gradient 2**depth is

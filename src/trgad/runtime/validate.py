@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import numpy as np
 import sys
 
 
@@ -246,3 +247,34 @@ def check_chain(depth, fanout):
         raise InputError(f"depth={depth} with fanout={fanout} is out of range: depth * fanout must be "
                          f"<= {CHAIN_MAX_OPS} operations (memory and build time of the graph)")
     return depth, fanout
+
+
+def check_finite_matrix(M, name="M"):
+    """Refuse a concrete matrix (or tensor) with an inf or nan entry; return it as a NumPy array.
+
+    LAPACK's SVD does not return on some matrices with an ``inf`` (JAX's ``jnp.linalg.svd``
+    of a 4 x 4 Gaussian matrix with one ``inf`` entry never returned) and gives NaN or "did
+    not converge" on others, so every SVD in the package checks its input first.  Raises
+    InputError, one line naming ``name``, the first non-finite entry and its index.
+    """
+    A = np.asarray(M)
+    if np.iscomplexobj(A) or not np.issubdtype(A.dtype, np.number):
+        return A                          # the callers refuse these with their own message
+    bad = ~np.isfinite(A)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(f"{name} has a non-finite entry ({float(A[where])!r} at {list(where)}): an SVD "
+                         f"needs finite numbers")
+    return A
+
+
+def check_depths(name, values, low, high):
+    """Increasing integers in [low, high], at least one, as a list (depths, orders, steps of
+    a sweep); raises InputError naming ``name`` and the range."""
+    try:
+        ds = [check_int(name, d, low, high) for d in values]
+    except TypeError:
+        raise InputError(f"{name}={values!r} is not a sequence of integers") from None
+    if not ds or any(b <= a for a, b in zip(ds, ds[1:])):
+        raise InputError(f"{name}={list(values)!r} is out of range: give increasing integers in [{low}, {high}]")
+    return ds

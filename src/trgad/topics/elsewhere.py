@@ -11,16 +11,12 @@ other systems on the same kind of graph, at build time, with exact counts:
   :func:`sympy_eq_calls` counts the structural comparisons of two equal expressions built
   independently (:func:`count_calls` counts calls of any Python function), and
   :func:`tuple_eq_calls` does the same for CPython's nested tuples;
-* JAX on another axis, the order of differentiation: :func:`nested_grad` (``jax.grad``
-  nested n times) against :func:`taylor_mode` (``jax.experimental.jet``), checked against
-  the closed form :func:`sin_exp_derivative`; :func:`distinct_eqns` counts a jaxpr's
-  equations after merging equal ones;
-* JAX's own history: :func:`nested_cond` rebuilds the reproductions of jax-ml/jax #8184 and
-  #8193 and :func:`cond_history` times them on today's JAX.
+* JAX on another axis, the order of differentiation, and JAX's own history of nested
+  ``cond``: :mod:`trgad.topics.nesting`.
 
-:data:`RECORDED` lists what other projects reported (each row with the link it rests on),
-:data:`RECORDED_8193_SECONDS` the timings printed in jax-ml/jax #8193, :data:`MEASURED` the
-descriptions of the rows the book measures (their verdicts are computed on the page).  Nothing here is a
+:data:`trgad.pages.recorded.RECORDED` lists what other projects reported (each row with the
+link it rests on), :data:`trgad.pages.recorded.MEASURED` the descriptions of the rows the book
+measures (their verdicts are computed on the page).  Nothing here is a
 figure of this machine; the book's page "The same trap elsewhere" (book/elsewhere.md) shows
 the measurements.
 
@@ -30,39 +26,17 @@ package imports without them (both are in requirements.txt).
 from __future__ import annotations
 
 import cProfile
-import math
 import pstats
 import time
 import warnings
 from typing import Callable, Sequence
 
 from ..runtime.timing import time_call
-from ..runtime.validate import InputError, check_finite, check_int, check_repeats
-from ..runtime.timing import count_eqns
+from ..runtime.validate import InputError, check_depths, check_finite, check_int, check_repeats
 
-#: Point at which sin(x) * exp(x) is differentiated (any real x works; 0.3 as elsewhere).
-SIN_EXP_X0 = 0.3
-#: Highest order :func:`nested_grad` accepts: make_jaxpr of grad nested 10 times takes about
-#: a minute here and its jaxpr about 12,000 equations (the program grows about 2.2x per order).
-MAX_GRAD_ORDER = 10
-#: Highest order :func:`taylor_mode` accepts (its program grows quadratically in the order).
-MAX_JET_ORDER = 40
 #: Deepest SymPy iteration accepted: the tree of a derivative grows about 2.4x per layer, so
 #: count_ops (a tree walk) takes seconds at depth 11 and minutes at 14.
 MAX_SYMPY_DEPTH = 14
-#: Deepest nesting of :func:`nested_cond` accepted (each level is a Python recursion frame
-#: per traced branch).
-MAX_COND_DEPTH = 200
-
-
-def _depths(name, values, low, high):
-    try:
-        ds = [check_int(name, d, low, high) for d in values]
-    except TypeError:
-        raise InputError(f"{name}={values!r} is not a sequence of integers") from None
-    if not ds or any(b <= a for a, b in zip(ds, ds[1:])):
-        raise InputError(f"{name}={list(values)!r} is out of range: give increasing integers in [{low}, {high}]")
-    return ds
 
 
 # --------------------------------------------------------------------------------------
@@ -200,7 +174,7 @@ def sympy_swell(step: Callable, depths: Sequence[int], x0: float | None = None) 
     import sympy
 
     rows = []
-    for depth in _depths("depths", depths, 1, MAX_SYMPY_DEPTH):
+    for depth in check_depths("depths", depths, 1, MAX_SYMPY_DEPTH):
         x, y = sympy_unroll(step, depth)
         d = sympy.diff(y, x)
         sizes, cse = expr_sizes(d), cse_size(d)
@@ -312,280 +286,5 @@ def tuple_eq_calls(depth: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# JAX: nested derivatives against Taylor mode
-# --------------------------------------------------------------------------------------
-
-def sin_exp(x):
-    """sin(x) * exp(x) (JAX), the function whose derivatives of every order are compared."""
-    import jax.numpy as jnp
-
-    return jnp.sin(x) * jnp.exp(x)
-
-
-def sin_exp_derivative(n: int, x: float) -> float:
-    """The n-th derivative of sin(x) exp(x) in closed form (the oracle), a float:
-
-    d^n/dx^n [sin x e^x] = Im[(1 + i)^n e^((1 + i) x)] = 2**(n/2) e^x sin(x + n pi/4).
-
-    Raises InputError for n outside [0, 1000] or a non-finite x.
-    """
-    n, x = check_int("n", n, 0, 1000), check_finite("x", x)
-    return 2.0 ** (n / 2) * math.exp(x) * math.sin(x + n * math.pi / 4)
-
-
-def _eval(closed, x0):
-    import jax
-
-    return float(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, x0)[0])
-
-
-def distinct_eqns(closed) -> int:
-    """Equations of a jaxpr that remain after merging equal ones (value numbering).
-
-    Walks the top-level equations of ``closed`` (a ``ClosedJaxpr``) in order and numbers
-    each value: an equation whose primitive, parameters (compared by ``repr``) and input
-    numbers (literals by value and type) repeat an earlier equation's gets that equation's
-    numbers instead of new ones.  Returns how many distinct equations there are: what
-    common-subexpression elimination keyed by structure could at best reduce the program
-    to, with no algebra (x * 1 and x stay distinct).  An equation holding a sub-jaxpr counts
-    as one equation, keyed by its parameters' ``repr``.
-    """
-    from jax.extend.core import Literal
-
-    jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
-    number = {v: ("in", i) for i, v in enumerate(jaxpr.invars)}
-    number.update({v: ("const", i) for i, v in enumerate(jaxpr.constvars)})
-    table = {}
-    for eqn in jaxpr.eqns:
-        ins = tuple(("lit", repr(a.val), str(a.aval)) if isinstance(a, Literal) else number[a]
-                    for a in eqn.invars)
-        key = (eqn.primitive.name, repr(sorted(eqn.params.items())), ins)
-        index = table.setdefault(key, len(table))
-        number.update({v: (index, j) for j, v in enumerate(eqn.outvars)})
-    return len(table)
-
-
-def nested_grad(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> list:
-    """``jax.make_jaxpr`` of ``jax.grad`` nested n times of ``f``, for each n in ``orders``.
-
-    Rows: ``order``, ``eqns`` (equations of the jaxpr, nested ones included:
-    :func:`trgad.runtime.timing.count_eqns`), ``distinct`` (:func:`distinct_eqns`), ``seconds`` (wall
-    time of that one ``make_jaxpr``: tracing and every nested transform), ``value`` (the
-    jaxpr evaluated at ``x0``, op by op, no compilation).  Orders: increasing integers in [1, :data:`MAX_GRAD_ORDER`].  Raises
-    InputError for bad orders or a non-finite x0.
-    """
-    import jax
-
-    orders, x0 = _depths("orders", orders, 1, MAX_GRAD_ORDER), check_finite("x0", x0)
-    rows, g = [], f
-    for n in range(1, orders[-1] + 1):
-        g = jax.grad(g)
-        if n in orders:
-            t0 = time.perf_counter()
-            closed = jax.make_jaxpr(g)(x0)
-            seconds = time.perf_counter() - t0
-            rows.append({"order": n, "eqns": count_eqns(closed), "distinct": distinct_eqns(closed),
-                         "seconds": seconds, "value": _eval(closed, x0)})
-    return rows
-
-
-def taylor_mode(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> list:
-    """The n-th derivative of ``f`` by Taylor mode, ``jax.experimental.jet``, for each n.
-
-    ``jet.jet(f, (x0,), ((1, 0, ..., 0),))`` with n series terms pushes the truncated
-    Taylor series x0 + t through ``f``; its last output term is the n-th derivative (jet's
-    series are derivatives, not Taylor coefficients: ``factorial_scaled=True``, the
-    default).  Rows as :func:`nested_grad`: ``order``, ``eqns`` of the jaxpr of that
-    computation, ``distinct``, ``seconds`` of its ``make_jaxpr``, ``value``.  Orders: increasing integers
-    in [1, :data:`MAX_JET_ORDER`].  Raises InputError for bad orders or a non-finite x0.
-    """
-    import jax
-    from jax.experimental import jet
-
-    orders, x0 = _depths("orders", orders, 1, MAX_JET_ORDER), check_finite("x0", x0)
-    rows = []
-    for n in orders:
-        series = ((1.0,) + (0.0,) * (n - 1),)
-        g = lambda x, s=series: jet.jet(f, (x,), s)[1][-1]      # noqa: E731
-        t0 = time.perf_counter()
-        closed = jax.make_jaxpr(g)(x0)
-        seconds = time.perf_counter() - t0
-        rows.append({"order": n, "eqns": count_eqns(closed), "distinct": distinct_eqns(closed),
-                     "seconds": seconds, "value": _eval(closed, x0)})
-    return rows
-
-
-# --------------------------------------------------------------------------------------
 # JAX's own history: nested cond (jax-ml/jax #8184, #8193)
 # --------------------------------------------------------------------------------------
-
-def nested_cond(x, pred, depth: int):
-    """``depth - 1`` nested ``lax.cond``, each taking the deeper cond or the identity: the
-    reproduction of jax-ml/jax #8184 (``pred = jnp.array(True)``, under ``vmap``) and #8193
-    (``pred = True``, under ``linearize``), as written in those threads.  Returns x."""
-    from jax import lax
-
-    if depth == 1:
-        return x
-    return lax.cond(pred, lambda y: nested_cond(y, pred, depth - 1), lambda y: y, x)
-
-
-def cond_history(depths: Sequence[int], repeats: int = 3) -> dict:
-    """The two reproductions of the nested-cond threads, timed on today's JAX.
-
-    ``"vmap"`` (jax-ml/jax #8184): ``make_jaxpr(vmap(lambda x: nested_cond(x,
-    jnp.array(True), d)))`` at ``jnp.array([1.])``; ``"linearize"`` (#8193):
-    ``jax.linearize(lambda x: nested_cond(x, True, d), jnp.array([1.]))``.  Each maps to
-    rows ``depth``, ``seconds`` (this process's CPU time, ``time.process_time``, the fastest
-    of ``repeats``, a fresh function each time, after one untimed call at the first depth)
-    and ``eqns`` (equations of the vmap jaxpr, nested ones included; None for linearize).
-    Depths: increasing integers in [2, :data:`MAX_COND_DEPTH`].  Raises InputError for bad
-    depths or repeats.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    depths, repeats = _depths("depths", depths, 2, MAX_COND_DEPTH), check_repeats(repeats)
-    x = jnp.array([1.0])
-
-    def vmapped(d):
-        return jax.make_jaxpr(jax.vmap(lambda y: nested_cond(y, jnp.array(True), d)))(x)
-
-    def linearized(d):
-        return jax.linearize(lambda y: nested_cond(y, True, d), x)
-
-    out = {}
-    for name, run in (("vmap", vmapped), ("linearize", linearized)):
-        run(depths[0])                                   # warm-up: first-use costs of JAX
-        rows = []
-        for d in depths:
-            best, result = math.inf, None
-            for _ in range(repeats):
-                t0 = time.process_time()
-                result = run(d)
-                best = min(best, time.process_time() - t0)
-            rows.append({"depth": d, "seconds": best, "eqns": count_eqns(result) if name == "vmap" else None})
-        out[name] = rows
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# Recorded elsewhere
-# --------------------------------------------------------------------------------------
-
-#: jax-ml/jax #8193 as printed in the thread (October 2021, the JAX of then; machine not
-#: stated): nesting depth -> seconds of ``jax.linearize``.  Recorded elsewhere, quoted.
-RECORDED_8193_SECONDS = {7: 0.3668365478515625, 8: 0.5641067028045654, 9: 0.9860150814056396,
-                         10: 2.0171751976013184, 11: 4.0435779094696045, 12: 7.562690019607544}
-#: Where :data:`RECORDED_8193_SECONDS` comes from.
-RECORDED_8193_SOURCE = "https://github.com/jax-ml/jax/issues/8193"
-
-#: What other projects reported, each row resting on the threads it links (read by this
-#: book's authors; nothing here is measured by the book).  Keys: ``system``, ``identifies``
-#: (how it identifies or compares values), ``affected`` (what the thread reports), ``fix``
-#: (what was adopted, or the thread's state), ``sources`` ((label, url) pairs).
-RECORDED = (
-    {"system": "SymbolicUtils.jl (Julia CAS)",
-     "identifies": "hash-consing, structural `isequal`",
-     "affected": "`isequal` of equal, distinct copies: exponential in depth",
-     "fix": "a memo of compared pairs (#1052), keyed by the objects, not their ids (#1055)",
-     "sources": (("#1049", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/issues/1049"),
-                 ("#1052", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1052"),
-                 ("#1055", "https://github.com/JuliaSymbolics/SymbolicUtils.jl/pull/1055"))},
-    {"system": "pytato (lazy arrays)",
-     "identifies": "structural `==`",
-     "affected": "exponential (#163); quadratic with a memo rebuilt per use (#322)",
-     "fix": "a memoising comparison, identity first: 7 min to 3 s (#322)",
-     "sources": (("#163", "https://github.com/inducer/pytato/issues/163"),
-                 ("#322", "https://github.com/inducer/pytato/pull/322"))},
-    {"system": "snyk dep-graph",
-     "identifies": "content hash",
-     "affected": "O(2^n) on n stacked diamonds",
-     "fix": "a memoised Merkle hash",
-     "sources": (("#169", "https://github.com/snyk/dep-graph/pull/169"),)},
-    {"system": "cargo",
-     "identifies": "recursive fingerprint hash",
-     "affected": "exponential blow-up",
-     "fix": "the memoised hash, Merkle-style",
-     "sources": (("#4521", "https://github.com/rust-lang/cargo/pull/4521"),)},
-    {"system": "Apache TVM",
-     "identifies": "`StructuralHash`",
-     "affected": "none reported (a design PR)",
-     "fix": "a DAG hashed as a DAG (occurrence index)",
-     "sources": (("#5160", "https://github.com/apache/tvm/pull/5160"),)},
-    {"system": "hevm (symbolic EVM)",
-     "identifies": "derived structural `Eq`",
-     "affected": "914-node DAG held as a 601,664-node tree, 22 GB",
-     "fix": "hash-consing, pointer equality (an open RFC)",
-     "sources": (("#1085", "https://github.com/argotorg/hevm/pull/1085"),)},
-    {"system": "PyTorch autograd",
-     "identifies": "a tape, by identity",
-     "affected": "nested `autograd.grad`: about 3x per order",
-     "fix": "none (issue open)",
-     "sources": (("#111563", "https://github.com/pytorch/pytorch/issues/111563"),)},
-    {"system": "JAX (2019)",
-     "identifies": "tracers, by identity",
-     "affected": "nested `jvp`: exponential in the order",
-     "fix": "CSE discussed; Taylor mode (`jet`) today",
-     "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
-    {"system": "Lean 4 kernel",
-     "identifies": "`is_def_eq` cache (union-find)",
-     "affected": "unsound: a non-transitive check closed under transitivity",
-     "fix": "a plain cache keyed on the query pair",
-     "sources": (("#14806", "https://github.com/leanprover/lean4/pull/14806"),)},
-)
-
-#: The rows this book measures (book/elsewhere.md), without their verdicts, which the page
-#: computes: name -> ``system``, ``identifies``, ``fix``, ``sources`` as in :data:`RECORDED`.
-MEASURED = {
-    "autograd": {
-        "system": "HIPS autograd: mul chain (tape nodes)",
-        "identifies": "node objects, by identity",
-        "fix": "none needed",
-        "sources": (("autograd/core.py", "https://github.com/HIPS/autograd/blob/master/autograd/core.py"),)},
-    "sympy_eq": {
-        "system": "SymPy `==`: two copies of the mul chain (calls)",
-        "identifies": "structure: hash cached, `==` without memo",
-        "fix": "its constructor cache (LRU) returns the same object",
-        "sources": (("basic.py", "https://github.com/sympy/sympy/blob/master/sympy/core/basic.py"),
-                    ("cache.py", "https://github.com/sympy/sympy/blob/master/sympy/core/cache.py"))},
-    "tuple_eq": {
-        "system": "CPython tuple `==`: shared sub-tuples (leaf calls)",
-        "identifies": "element by element, identity shortcut",
-        "fix": "3.14 caches `hash`, not `==`",
-        "sources": (("#131525", "https://github.com/python/cpython/issues/131525"),)},
-    "sympy_chain": {
-        "system": "SymPy `diff`: mul chain (`count_ops`)",
-        "identifies": "structure, rewritten (y*y becomes y**2)",
-        "fix": "algebra: the fan-out becomes an exponent",
-        "sources": (("mul.py", "https://github.com/sympy/sympy/blob/master/sympy/core/mul.py"),)},
-    "sympy_tree": {
-        "system": "SymPy `diff`: logistic map (tree nodes)",
-        "identifies": "structure; a DAG in memory, walked as a tree",
-        "fix": "`cse` (next row)",
-        "sources": (("Baydin et al. 2.2", "https://jmlr.org/papers/v18/17-468.html"),)},
-    "sympy_cse": {
-        "system": "the same after `sympy.cse` (operations)",
-        "identifies": "shared subexpressions named once",
-        "fix": "this is the fix",
-        "sources": (("cse_main.py", "https://github.com/sympy/sympy/blob/master/sympy/simplify/cse_main.py"),)},
-    "jax_grad": {
-        "system": "JAX `grad` nested n times (equations)",
-        "identifies": "tracers, by identity",
-        "fix": "Taylor mode (next row)",
-        "sources": (("#520", "https://github.com/jax-ml/jax/issues/520"),)},
-    "jax_jet": {
-        "system": "JAX `jet` to order n (equations)",
-        "identifies": "one Taylor series per value",
-        "fix": "this is the fix (no `svd` rule; ignores `custom_jvp`)",
-        "sources": (("jet.py", "https://github.com/jax-ml/jax/blob/main/jax/experimental/jet.py"),
-                    ("#2431", "https://github.com/jax-ml/jax/issues/2431"))},
-    "jax_cond": {
-        "system": "JAX today: nested `cond` under `vmap`, `linearize` (CPU time)",
-        "identifies": "tracers, by identity",
-        "fix": "jaxpr transformations cached by jaxpr (2022)",
-        "sources": (("#8184", "https://github.com/jax-ml/jax/issues/8184"),
-                    ("#8193", "https://github.com/jax-ml/jax/issues/8193"),
-                    ("#9196", "https://github.com/jax-ml/jax/pull/9196"),
-                    ("#9228", "https://github.com/jax-ml/jax/pull/9228"))},
-}

@@ -52,8 +52,7 @@ import time
 import numpy as np
 
 from ..physics import ising, trg
-from ..physics.svd import check_finite_matrix
-from ..runtime.validate import InputError, check_beta, check_schedule
+from ..runtime.validate import InputError, check_beta, check_finite_matrix, check_schedule
 
 
 def energy_tensor(beta):
