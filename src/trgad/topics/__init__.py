@@ -7,5 +7,5 @@
 :mod:`~trgad.topics.elsewhere` (the same trap in autograd, SymPy and CPython),
 :mod:`~trgad.topics.nesting` (JAX's nested derivatives, Taylor mode and nested cond),
 :mod:`~trgad.topics.broadened` (the broadened SVD rule), :mod:`~trgad.topics.impurity`
-(the impurity-tensor derivative).  Imports the JAX core and the runtime.
+(u by an impurity tensor, no derivative: an oracle).  Imports the JAX core and the runtime.
 """
