@@ -49,7 +49,7 @@ import numpy as np
 
 from .keys import COUNTER, STRATEGIES, count_visits, fresh_leaf_key, make_key, topological
 from .program import Derivative, Eager, Emitter, Tangents
-from .rules import IMPL
+from .rules import IMPL, JVP_RULES
 from .sweeps import fetch_residuals, forward_sweep, materialise, reverse_sweep, value_table
 from ..runtime.validate import InputError, check_choice
 

@@ -14,6 +14,7 @@ JAX, the keyed engine calls the SVD rules with NumPy.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..runtime.validate import check_finite_matrix
