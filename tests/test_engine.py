@@ -186,7 +186,7 @@ def test_bad_input_raises_one_line_input_errors():
         lambda: keyed.jvp_eager([x * 2.0], x, "abc"),
         lambda: keyed.vjp([keyed.leaf(np.ones(2)) * x], x, [np.ones((2, 3))]),
         lambda: keyed_trg.trg_whole(0.3, [], keys="structural"),
-        lambda: keyed_trg.trg_whole(0.0, [2], keys="structural"),   # beta < 0 is the antiferromagnet
+        lambda: keyed_trg.trg_whole(0.0, [2], keys="structural"),
     ]
     for case in cases:
         with pytest.raises(InputError) as info:

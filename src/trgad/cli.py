@@ -90,8 +90,8 @@ non-finite numbers are never printed (--json never holds NaN or Infinity): a res
   transform (chain's grad, probe's grads) is null with a "note".
 exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
   3 timeout or failed child, 4 non-finite result.
-ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (below the smallest normal float64
-  JAX on the CPU flushes it to zero; 2 beta must be finite); chi in [{CHI_MIN}, {CHI_MAX}]
+ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (where the TRG resolves u and c:
+  below it u is lost to rounding, above it e^(-2 beta) is no longer a normal float); chi in [{CHI_MIN}, {CHI_MAX}]
   (an SVD costs chi**6); steps in [1, {MAX_STEPS}] (step i weighs 2**-i); depth * fanout <=
   {CHAIN_MAX_OPS} (memory); timeout in (0, {format_bound(TIMEOUT_MAX)}] s; budget in (0,
   {format_bound(BUDGET_MAX)}] s, below the timeout; repeats in [1, {REPEATS_MAX}].
@@ -250,7 +250,7 @@ def _lookup(out, path):
 
 
 def _cmd_trg(a):
-    beta, chi, steps = check_beta(a.beta, signed=False), check_chi(a.chi), check_steps(a.steps)
+    beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
     engine = check_engine(a.engine or ENGINE_DEFAULT["trg"])
     keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     method = modes.check_method(a.method)
@@ -351,7 +351,7 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta, signed=False)
+    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
     out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats), second_order=not a.no_second_order)
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
 

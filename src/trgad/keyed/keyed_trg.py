@@ -97,7 +97,7 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
 
     Parameters
     ----------
-    beta : float, |beta| in [BETA_MIN, BETA_MAX]; schedule : sequence of int (see
+    beta : float in [BETA_MIN, BETA_MAX]; schedule : sequence of int (see
         :func:`trgad.physics.staged.value_and_grad_jax`);
     keys : one of :data:`trgad.keyed.keys.STRATEGIES` ("structural", "interned", "memo"), the
         engine's value-key design.
@@ -182,7 +182,7 @@ def specific_heat(beta, schedule, keys="structural", h=None):
     with its step :func:`trgad.physics.heat.fd_step` unless ``h`` is given).  The engine has first
     derivatives only, so this is its way to c.  Units of k_B per site.  Raises InputError for
     a bad beta, schedule or keys, or h outside (0, beta)."""
-    ks, keys = check_schedule(schedule), check_choice("keys", keys, STRATEGIES)
+    beta, ks, keys = check_beta(beta), check_schedule(schedule), check_choice("keys", keys, STRATEGIES)
     return heat.central_difference_c(lambda b: value_and_grad_engine(b, ks, keys)["dlnz"], beta, h)
 
 

@@ -69,9 +69,8 @@ def torus_exact(beta, steps):
 
     Parameters
     ----------
-    beta : float with |beta| in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`),
-        inverse temperature (1/J); a negative beta (the antiferromagnet) is enumerated as
-        given, with no symmetry assumed (the oracle for the TRG's Z(-beta) = Z(beta)).
+    beta : float in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`),
+        inverse temperature (1/J).
     steps : int in [1, 4].
 
     Returns
@@ -104,9 +103,7 @@ def onsager(beta):
 
     Parameters
     ----------
-    beta : float with |beta| in [BETA_MIN, BETA_MAX]; the formulas below are even (lnZ/N, c)
-        and odd (u) in beta, so a negative beta gives the antiferromagnet of the bipartite
-        square lattice.
+    beta : float in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`).
 
     Returns
     -------
@@ -183,7 +180,7 @@ def kaufman(beta, L):
     (= beta**2 d^2 lnZ/N / d beta**2, k_B): Kaufman's closed form (see :func:`_kaufman_lnz`),
     differentiated by JAX (forward over reverse).  Raises InputError for a bad beta or L.
     """
-    b = check_beta(beta, signed=False)     # an odd L is not bipartite: no Z(-beta) = Z(beta)
+    b = check_beta(beta)
     L = check_int("L", L, 2, 4096)
     if abs(b - BETA_C) < 1e-12:
         raise InputError(f"beta={beta!r} is beta_c to 1e-12: kaufman() needs beta != beta_c")

@@ -26,14 +26,8 @@ bonds, each e^beta at low temperature):
     lnZ/N = 2 beta + ln Z~/N,   d(lnZ/N)/d beta = 2 + d(ln Z~/N)/d beta.
 
 Both e and o lie in (0, 2] for every beta > 0 and -expm1(-2b) keeps full relative
-precision for small beta, so T~ is finite and accurate from the smallest normal float64
-(2.2e-308, :data:`trgad.runtime.validate.BETA_MIN`) to beta = 1e300.
-
-Negative beta (the antiferromagnet).  Every torus the TRG builds is bipartite (its period
-vectors have even coordinate sums, :func:`trgad.physics.exact.torus_periods`), so flipping the spins
-of one sublattice maps beta to -beta: Z(-beta) = Z(beta).  The code therefore builds the
-tensor of |beta| and adds 2|beta|: lnZ/N is even in beta, u = -d(lnZ/N)/d beta odd and c
-even, and derivatives flow through |beta| (slope sign(beta)) in every back end.
+precision for small beta, so T~ is finite and accurate over the whole range of
+:data:`trgad.runtime.validate.BETA_MIN` to :data:`~trgad.runtime.validate.BETA_MAX`.
 """
 from __future__ import annotations
 
@@ -47,19 +41,18 @@ MASKS = tuple(np.where(_LEGS_ODD == n, 0.5, 0.0) for n in (0, 2, 4))
 
 
 def initial_tensor(beta, ops):
-    """Scaled site tensor T~[l, u, r, d] = T e^{-2 |beta|} of |beta|, shape (2, 2, 2, 2).
+    """Scaled site tensor T~[l, u, r, d] = T e^{-2 beta}, shape (2, 2, 2, 2).
 
-    ``beta`` (nonzero; |beta| in [BETA_MIN, BETA_MAX], see :mod:`trgad.runtime.validate`) is a
+    ``beta`` (in [BETA_MIN, BETA_MAX], :mod:`trgad.runtime.validate`; not checked here) is a
     float or a traced value of ``ops``, an array namespace from
     :mod:`trgad.physics.trg` (JAX, NumPy or the keyed engine; it needs ``exp`` and ``expm1``), so the
-    tensor is a differentiable function of ``beta`` (through ``abs``: Python's, which JAX
-    tracers and the engine's values support).  Add :func:`log_weight_per_site` (= 2 |beta|)
+    tensor is a differentiable function of ``beta``.  Add :func:`log_weight_per_site` (= 2 beta)
     to lnZ/N computed from it.  Source: the bond-weight factorisation above (e.g.
     Levin and Nave, PRL 99, 120601 (2007), for the TRG setting), with the sum over the
     site's spin done in closed form (equal to ``einsum("si,sj,sk,sl->ijkl", W, W, W, W)``
     with W = H diag(sqrt e, sqrt o), to rounding).
     """
-    m2b = abs(beta) * -2.0               # Z(-beta) = Z(beta) on the TRG's bipartite tori
+    m2b = beta * -2.0
     even = 1.0 + ops.exp(m2b)            # 2 cosh(b) e^-b, in (1, 2]
     odd = ops.expm1(m2b) * -1.0          # 2 sinh(b) e^-b, in (0, 1], no cancellation
     return (even * even * ops.constant(MASKS[0]) + even * odd * ops.constant(MASKS[1])
@@ -67,15 +60,15 @@ def initial_tensor(beta, ops):
 
 
 def log_weight_per_site(beta):
-    """ln of the factor taken out of every site tensor: 2 |beta| (see above); its
-    derivative is :func:`log_weight_slope`."""
-    return abs(beta) * 2.0
+    """ln of the factor taken out of every site tensor: 2 beta (see above); its derivative
+    is :func:`log_weight_slope`."""
+    return beta * 2.0
 
 
 def log_weight_slope(beta):
-    """d/d beta of :func:`log_weight_per_site` at a concrete, nonzero ``beta``: 2 sign(beta)
-    (what the staged passes add to the derivative of ln Z~/N)."""
-    return 2.0 if float(beta) > 0 else -2.0
+    """d/d beta of :func:`log_weight_per_site`: 2 (what the staged passes add to the
+    derivative of ln Z~/N)."""
+    return 2.0
 
 
 def specific_heat_of(beta, d2lnz):

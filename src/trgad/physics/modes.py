@@ -240,9 +240,8 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
 
     Parameters
     ----------
-    beta : float with |beta| in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`),
-        inverse temperature (1/J); negative: the antiferromagnet (same lnZ/N and c,
-        opposite u).
+    beta : float in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`),
+        inverse temperature (1/J).
     schedule : sequence of int, the kept k at each step (:func:`trgad.physics.trg.truncation_schedule`).
     method : one of :data:`METHODS` (see the module docstring).
     order : 1 (lnZ/N and u) or 2 (also c).

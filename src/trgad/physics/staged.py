@@ -266,8 +266,8 @@ def value_and_grad_jax(beta, schedule):
 
     Parameters
     ----------
-    beta : float, inverse temperature in units of 1/J, |beta| in [BETA_MIN, BETA_MAX]
-        (:func:`trgad.runtime.validate.check_beta`; negative: the antiferromagnet).
+    beta : float, inverse temperature in units of 1/J, in [BETA_MIN, BETA_MAX]
+        (:func:`trgad.runtime.validate.check_beta`).
     schedule : sequence of int, the number of singular values kept at each step (from
         :func:`trgad.physics.trg.truncation_schedule`); len(schedule) steps, 2**len sites.
 

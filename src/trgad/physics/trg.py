@@ -18,9 +18,8 @@ Conventions
   where tr joins left with right and up with down (a torus of one tensor).
 * The truncation schedule ks[i] = min(chi, numerical rank at step i) is fixed before
   tracing, so every shape in the graph is static.  For chi = 16: [2, 4, 4, 16, 16, ...].
-* The initial tensor is scaled by e^{-2 |beta|} (:mod:`trgad.physics.ising`) and lnZ/N gets 2 |beta|
-  back, so nothing overflows for any |beta| in [BETA_MIN, BETA_MAX] (:mod:`trgad.runtime.validate`);
-  a negative beta is the antiferromagnet, Z(-beta) = Z(beta) on these bipartite tori.
+* The initial tensor is scaled by e^{-2 beta} (:mod:`trgad.physics.ising`) and lnZ/N gets 2 beta
+  back, so nothing overflows for any beta in [BETA_MIN, BETA_MAX] (:mod:`trgad.runtime.validate`).
 """
 from __future__ import annotations
 
@@ -142,16 +141,16 @@ def lnz_per_site(beta, schedule, ops=None):
     Returns
     -------
     Scalar lnZ/N (dimensionless).  ``jax.grad`` of it with respect to beta is -u.  The graph
-    contracts the scaled tensor T e^{-2 |beta|} and adds 2 |beta| back
-    (:func:`trgad.physics.ising.log_weight_per_site`), so it stays finite for every |beta| in
-    [BETA_MIN, BETA_MAX]; a negative beta gives the antiferromagnet (same lnZ/N, opposite u).
+    contracts the scaled tensor T e^{-2 beta} and adds 2 beta back
+    (:func:`trgad.physics.ising.log_weight_per_site`), so it stays finite for every beta in
+    [BETA_MIN, BETA_MAX].
 
     Raises
     ------
     InputError for a bad schedule (:func:`trgad.runtime.validate.check_schedule`) and for a concrete
     beta (a number, not a traced value) outside that range (:func:`trgad.runtime.validate.check_beta`).
-    A traced beta (inside ``jax.jit`` or ``jax.grad``) cannot raise: 0, |beta| < BETA_MIN
-    (flushed to zero by JAX on the CPU), inf or nan give NaN there.
+    A traced beta (inside ``jax.jit`` or ``jax.grad``) is not checked: the caller that traces
+    it owns its range.
     """
     ops, schedule = ops or JAX, check_schedule(schedule)
     _check_concrete_beta(beta)

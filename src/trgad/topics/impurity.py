@@ -58,13 +58,12 @@ from ..runtime.validate import InputError, check_beta, check_finite_matrix, chec
 def energy_tensor(beta):
     """The impurity tensor X[l, u, r, d] carrying the bond energy, shape (2, 2, 2, 2), float64.
 
-    Scaled like ``ising.initial_tensor(|beta|, trg.NUMPY)`` (the factor e^{-2 |beta|}), so
-    that Z[X at one site] / Z[T] = u(|beta|), the internal energy per site of the
-    ferromagnet (J per site; see the module docstring for the closed form).  ``beta``: float
-    with |beta| in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`).  Raises
+    Scaled like ``ising.initial_tensor(beta, trg.NUMPY)`` (the factor e^{-2 beta}), so
+    that Z[X at one site] / Z[T] = u(beta), the internal energy per site (J per site; see the module docstring for the closed form).  ``beta``: float
+    in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`).  Raises
     InputError otherwise.
     """
-    b = abs(check_beta(beta))
+    b = check_beta(beta)
     q = np.exp(-2.0 * b)
     even, odd = 1.0 + q, -np.expm1(-2.0 * b)
     n0, n2, n4 = ising.MASKS                     # 1/2 where n = 0, 2, 4, else 0
@@ -132,13 +131,12 @@ def internal_energy(beta, schedule):
 
     Parameters
     ----------
-    beta : float, |beta| in [BETA_MIN, BETA_MAX] (1/J); negative: the antiferromagnet
-        (same lnZ/N, opposite u).
+    beta : float in [BETA_MIN, BETA_MAX] (1/J).
     schedule : sequence of int, the k kept at each step (:func:`trgad.physics.trg.truncation_schedule`).
 
     Returns
     -------
-    dict: ``u`` (J per site) = sign(beta) tr X_n / tr T_n; ``lnz_per_site`` from the same
+    dict: ``u`` (J per site) = tr X_n / tr T_n; ``lnz_per_site`` from the same
     primal pass (as :func:`trgad.physics.trg.lnz_per_site`); ``seconds``, the wall time of this call.
     Exact on the untruncated small tori (n <= 4 steps with the ranks of
     :func:`trgad.physics.trg.truncation_schedule` at chi >= 16); elsewhere it differs from
@@ -153,6 +151,6 @@ def internal_energy(beta, schedule):
         T, X, ln = impurity_step(T, X, k)
         lnz += ln / 2**i
     trace = trg.torus_trace(T, trg.NUMPY)
-    u = float(trg.torus_trace(X, trg.NUMPY) / trace) * (1.0 if beta > 0 else -1.0)
+    u = float(trg.torus_trace(X, trg.NUMPY) / trace)
     return {"u": u, "lnz_per_site": float(lnz + np.log(trace) / 2 ** len(ks)),
             "seconds": time.perf_counter() - t0}

@@ -84,7 +84,7 @@ def _objective(params, beta, schedule):
 def _checked(params, mode, beta, schedule):
     params = check_choice("params", params, PARAMS)
     mode = check_choice("mode", mode, AD_MODES)
-    return params, mode, check_beta(beta, signed=False), tuple(check_schedule(schedule))  # formulas for beta > 0
+    return params, mode, check_beta(beta), tuple(check_schedule(schedule))
 
 
 def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):

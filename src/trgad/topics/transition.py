@@ -39,7 +39,7 @@ def beta_grid(n=41, low=0.3, high=0.6, focus=BETA_C, power=2.0):
     InputError unless 3 <= n <= 1000, 0 < low < focus < high and power >= 1.
     """
     n = check_int("n", n, 3, 1000)
-    low, high, focus = (check_beta(b, signed=False) for b in (low, high, focus))
+    low, high, focus = (check_beta(b) for b in (low, high, focus))
     if not low < focus < high:
         raise InputError(f"focus={focus!r} is out of range: focus must lie strictly between "
                          f"low={low!r} and high={high!r}")
