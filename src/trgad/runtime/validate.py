@@ -2,8 +2,9 @@
 
 Each check returns the value converted to its type or raises :class:`InputError` whose
 one-line message names the value as the user gave it and the allowed range.  Every range
-below has a one-line reason (memory, float range or time); README's "Bad input" section
-lists them for the command line.
+below has a one-line reason (physics resolved, memory, float range or time); ``python -m
+trgad --help`` lists them for the command line.  Input is checked where it enters: the
+command line and the functions a chapter calls; the functions they call trust them.
 """
 from __future__ import annotations
 
