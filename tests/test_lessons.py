@@ -149,3 +149,10 @@ def test_bound_names_are_top_level_only():
     src = ("import numpy as np\nfrom a import b\nx, (y, *z) = 1, (2, 3)\nfor i in []: pass\n"
            "def f(q):\n    w = q\n[k for k in ()]\nif True:\n    v = 1\n")
     assert bound_names(src) == {"np", "b", "x", "y", "z", "i", "f", "v"}
+
+
+def test_page_path_finds_the_book_from_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert lessons.page_path("phenomenon.md") == BOOK / "phenomenon.md"
+    with pytest.raises(FileNotFoundError, match="no-such-page.md"):
+        lessons.page_path("no-such-page.md")

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cell", "cells", "prose_words", "reading_time"]
+__all__ = ["Cell", "cells", "page_path", "prose_words", "reading_time"]
 
 #: Pace of the stated reading time: words of technical prose per minute.
 WORDS_PER_MINUTE = 200
@@ -110,6 +110,23 @@ def cells(page) -> list[Cell]:
     return out
 
 
+def page_path(name) -> Path:
+    """Path of the book page ``name`` (e.g. ``"phenomenon.md"``): as given if it exists
+    (relative to the working directory, the book's folder when a page runs in the build or
+    in JupyterLab), else in the ``book/`` folder of the nearest folder above this module
+    that has one (a page executed elsewhere, e.g. by ``nbconvert`` from /tmp).  Raises
+    FileNotFoundError naming the page when neither exists."""
+    given = Path(name)
+    if given.exists():
+        return given
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "book" / given
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"book page {name!r}: not in {Path.cwd()} nor in a book/ folder "
+                            f"above {Path(__file__).resolve().parent}")
+
+
 def prose_words(markdown: str) -> int:
     """Words of a Markdown cell a reader reads: whitespace-separated tokens with a letter or
     digit, after dropping fences (a directive's title is kept) and options (``:label:``),
@@ -126,7 +143,8 @@ def prose_words(markdown: str) -> int:
 
 
 def reading_time(pages, words_per_minute=WORDS_PER_MINUTE, minutes_per_cell=MINUTES_PER_CELL):
-    """What a reader of ``pages`` (paths of MyST notebooks) meets, and how long it takes.
+    """What a reader of ``pages`` (MyST notebooks, found by :func:`page_path`) meets, and how
+    long it takes.
 
     Returns ``{"words": int, "cells": int, "minutes": float}``: the words of prose
     (:func:`prose_words` of every Markdown cell), the code cells shown (:attr:`Cell.shown`,
@@ -135,7 +153,7 @@ def reading_time(pages, words_per_minute=WORDS_PER_MINUTE, minutes_per_cell=MINU
     """
     words = shown = 0
     for page in pages:
-        for cell in cells(page):
+        for cell in cells(page_path(page)):
             if cell.kind == "markdown":
                 words += prose_words(cell.source)
             elif cell.shown:
