@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "trgad"
 
 SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache",
-           "report", "flowchart"}
+           "report", "flowchart", "lessons"}
 CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
         "fixedpoint", "elsewhere", "broadened", "impurity"}
 ENGINE = {"keys", "keylayout", "rules", "program", "engine", "keyed_trg", "chain", "probe", "tenferro",
