@@ -23,9 +23,8 @@ MAX_LINES = 16
 #: Characters of one of its lines, at most.
 MAX_CHARS = 90
 
-_LATER = pytest.mark.xfail(strict=False, reason="converted in part1b")
-PAGES = [pytest.param(p, marks=()) for p in ("intro", "phenomenon", "mulchain")] + [
-    pytest.param(p, marks=_LATER) for p in ("rootcause", "staged", "detect")]
+#: Part I and its introduction: the pages whose cells follow the lesson-and-claims pattern.
+PAGES = ["intro", "phenomenon", "mulchain", "rootcause", "staged", "detect"]
 
 _EVAL = re.compile(r"\{eval\}`([^`]+)`")
 
