@@ -27,7 +27,7 @@ import time
 
 import jax
 
-from . import cache, compiled, keyed_trg, modes, staged, trg, whole
+from . import cache, caps, compiled, keyed_trg, modes, staged, tenferro, trg, whole
 from .timing import Sweep, block, capped_sweep, time_call
 from .validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
                        check_schedule, check_steps)
@@ -47,6 +47,17 @@ TARGETS = {
     "forward_mode_over_primal": 2.0,
     "checkpoint_temp_over_whole_temp": 0.25,
     "staged_over_primal": 1.3,
+}
+#: The tenferro-rs rows of ``run(...)["tenferro"]`` (:func:`tenferro_rows`), beside JAX's.
+TENFERRO_ROWS = ("tenferro_staged", "tenferro_whole")
+#: Ratios of the tenferro-rs rows to JAX's (no targets), ``name: (row, field, JAX row, field)``.
+TENFERRO_RATIOS = {
+    "tenferro_staged_over_jax_staged": ("tenferro_staged", "steady_seconds", "staged", "steady_seconds"),
+    "tenferro_staged_first_over_jax_staged_first": ("tenferro_staged", "first_seconds", "staged",
+                                                    "first_seconds"),
+    "tenferro_staged_over_jax_whole": ("tenferro_staged", "steady_seconds", "whole", "steady_seconds"),
+    "tenferro_whole_transform_over_jax_whole_first": ("tenferro_whole", "transform_seconds", "whole",
+                                                      "first_seconds"),
 }
 
 
@@ -171,7 +182,8 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False):
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False,
+        with_tenferro=True):
     """Measure every row (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
@@ -184,8 +196,9 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ratios ``second_order_fastest_first_over_primal_first`` and
     ``second_order_slowest_first_over_primal_first``;
     ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}) and
-    ``all_targets_met`` (True when every target present is met); and, with
-    ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
+    ``all_targets_met`` (True when every target present is met); with ``with_tenferro``,
+    ``tenferro`` (:func:`tenferro_rows`, measured after JAX's rows) and the ratios of
+    :data:`TENFERRO_RATIOS` whose rows ran and are available; and, with ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
     ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
 
@@ -213,6 +226,11 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     for key, (a, fa, b, fb) in ratios.items():
         if a in rows and b in rows:
             out[key] = rows[a][fa] / rows[b][fb]
+    if with_tenferro:
+        rust = out["tenferro"] = tenferro_rows(beta, chi, steps, repeats=repeats)
+        for key, (a, fa, b, fb) in TENFERRO_RATIOS.items():
+            if rust[a]["available"] and rust[a][fa] is not None and b in rows:
+                out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
         out["second_order"] = second_order_costs(beta, schedule, repeats=repeats)
         if "primal" in rows:
@@ -226,6 +244,54 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     if engine:
         out.update(engine_rows(beta, schedule, repeats=repeats, chi=chi))
     return out
+
+
+def tenferro_rows(beta, chi, steps, repeats=3, cap_seconds=caps.TENFERRO_HANG_SECONDS):
+    """tenferro-rs :data:`trgad.tenferro.VERSION`'s rows beside JAX's, at (beta, chi, steps);
+    the harness runs as a child, single-threaded (:mod:`trgad.tenferro`).  Seconds, wall clock.
+
+    * ``tenferro_staged``: the staged value and gradient of ``steps`` steps, one VJP per step
+      (:func:`trgad.tenferro.staged`): ``first_seconds`` (the first pass; tenferro-rs compiles
+      nothing ahead), ``steady_seconds`` (the fastest of ``repeats`` after it), ``value``;
+    * ``tenferro_whole``: ``ad.grad`` of the whole graph at 1, 2, ... ``steps`` steps, each run
+      killed after ``cap_seconds``, up to the first whose transform passes the cap
+      (:func:`trgad.timing.capped_sweep`; a killed run counts its child's seconds):
+      ``steps`` (the most steps whose run finished within the cap, 0 if none),
+      ``transform_seconds`` and ``value`` there, ``stopped_at`` (the steps that passed the
+      cap, None if none did), ``killed`` (whether that run was killed), ``cap_seconds``.
+
+    ``value`` is [lnZ/N, d(lnZ/N)/d beta].  Every row has ``available``; without the harness,
+    or when it fails or refuses the input, False with ``reason`` (one line) and no figures.
+    """
+    def staged_row():
+        r = tenferro.staged(steps, beta, chi, repeats=repeats)
+        if not r["returned"]:
+            raise tenferro.TenferroError(f"the staged pass did not return within {r['timeout_s']:g} s")
+        return {"steps": steps, "first_seconds": r["first_ms"] / 1e3,
+                "steady_seconds": r["min_ms"] / 1e3, "value": [r["lnz_per_site"], r["grad"]]}
+
+    def measure(n):
+        w = tenferro.whole(n, beta, chi, keep=True, timeout=cap_seconds)
+        if not w["returned"]:
+            return {"steps": n, "seconds": w["seconds"], "killed": True}
+        return {"steps": n, "seconds": w["transform_ms"] / 1e3, "killed": False,
+                "value": [w["lnz_per_site"], w["grad"]]}
+
+    def whole_row():
+        sweep = capped_sweep(measure, range(1, steps + 1), cap_seconds)
+        done = [r for r in sweep.rows if not r["killed"] and r["seconds"] <= cap_seconds]
+        last = done[-1] if done else {"steps": 0, "seconds": None, "value": None}
+        return {"steps": last["steps"], "transform_seconds": last["seconds"], "value": last["value"],
+                "stopped_at": sweep.stopped_at, "killed": sweep.rows[-1]["killed"],
+                "cap_seconds": cap_seconds}
+
+    rows = {}
+    for name, row in zip(TENFERRO_ROWS, (staged_row, whole_row)):
+        try:
+            rows[name] = dict(available=True, **row())
+        except (tenferro.TenferroError, InputError) as e:
+            rows[name] = {"available": False, "reason": (str(e).strip().splitlines() or [repr(e)])[0]}
+    return rows
 
 
 def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
@@ -346,12 +412,21 @@ def summary(out, targets=True):
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "
                      f"{row['temp_bytes'] / 2**20:6.1f} MiB")
+    for name, r in out.get("tenferro", {}).items():
+        if not r["available"]:
+            lines.append(f"{name:14s} not measured: {r['reason']}")
+        elif name == "tenferro_staged":
+            lines.append(f"{name:14s} {r['first_seconds']:9.2f} s {r['steady_seconds']:7.3f} s")
+        else:
+            stop = f", {r['stopped_at']} steps passed the {r['cap_seconds']:g} s cap" if r["stopped_at"] else ""
+            took = f": {r['transform_seconds']:.2f} s" if r["steps"] else ""
+            lines.append(f"{name:14s} ad.grad at {r['steps']} steps{took}{stop}")
     for name, row in out.get("second_order", {}).items():
         lines.append(f"c by {name:9s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s")
     for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
-                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
+                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio", *TENFERRO_RATIOS):
         if key in out:
-            lines.append(f"{key.replace('_', ' '):40s} {out[key]:.2f}")
+            lines.append(f"{key.replace('_', ' '):44s} {out[key]:.2f}")
     for key, t in (out.get("targets", {}) if targets else {}).items():
         lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
