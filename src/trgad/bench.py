@@ -15,6 +15,10 @@ primal pass as the yardstick:
   (:func:`trgad.modes.lnz_scanned`, checkpointed);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
+Beside them, :func:`run` measures tenferro-rs itself (:data:`TENFERRO_ROWS`, the book's Rust
+harness as a child process, :func:`tenferro_rows`): its staged pass and its whole graph's
+``ad.grad`` at the most steps that finish within a cap.
+
 The derivative rows run the programs of :func:`trgad.modes.program` and
 :func:`trgad.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
 with empty caches, :func:`trgad.compiled.clear`: tracing, compilation and the run),
@@ -198,8 +202,8 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}) and
     ``all_targets_met`` (True when every target present is met); with ``with_tenferro``,
     ``tenferro`` (:func:`tenferro_rows`, measured after JAX's rows) and the ratios of
-    :data:`TENFERRO_RATIOS` whose rows ran and are available; and, with ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
-    ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
+    :data:`TENFERRO_RATIOS` whose rows ran and are available; and, with ``engine``, the
+    keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>`` ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
 
     Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`)
