@@ -420,7 +420,7 @@ def summary(out, targets=True):
         if not r["available"]:
             lines.append(f"{name:14s} not measured: {r['reason']}")
         elif name == "tenferro_staged":
-            lines.append(f"{name:14s} {r['first_seconds']:9.2f} s {r['steady_seconds']:7.3f} s")
+            lines.append(f"{name:15s}{r['first_seconds']:9.2f} s {r['steady_seconds']:7.3f} s")
         else:
             stop = f", {r['stopped_at']} steps passed the {r['cap_seconds']:g} s cap" if r["stopped_at"] else ""
             took = f": {r['transform_seconds']:.2f} s" if r["steps"] else ""
@@ -430,10 +430,10 @@ def summary(out, targets=True):
     for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
                 "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio", *TENFERRO_RATIOS):
         if key in out:
-            lines.append(f"{key.replace('_', ' '):44s} {out[key]:.2f}")
+            lines.append(f"{key.replace('_', ' '):45s} {out[key]:.2f}")
     for key, t in (out.get("targets", {}) if targets else {}).items():
-        lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
+        lines.append(f"{key.replace('_', ' '):45s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
     if targets and out.get("targets"):
-        lines.append(f"{'every target met':40s} {'yes' if out['all_targets_met'] else 'no'}")
+        lines.append(f"{'every target met':45s} {'yes' if out['all_targets_met'] else 'no'}")
     return "\n".join(lines)
