@@ -15,6 +15,10 @@ primal pass as the yardstick:
   (:func:`trgad.physics.modes.lnz_scanned`, checkpointed);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
+Beside them, :func:`run` measures tenferro-rs itself (:data:`TENFERRO_ROWS`, the book's Rust
+harness as a child process, :func:`trgad.harness.rows.tenferro_rows`): its staged pass and its whole graph's
+``ad.grad`` at the most steps that finish within a cap.
+
 The derivative rows run the programs of :func:`trgad.physics.modes.program` and
 :func:`trgad.physics.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
 with empty caches, :func:`trgad.runtime.compiled.clear`: tracing, compilation and the run),
@@ -30,9 +34,10 @@ import jax
 from .runtime import cache, compiled
 from .keyed import keyed_trg
 from .physics import modes, staged, trg, whole
+from .harness.rows import TENFERRO_ROWS, tenferro_rows
 from .runtime.timing import Sweep, block, capped_sweep, time_call
 from .runtime.validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
-                               check_schedule, check_steps)
+                       check_schedule, check_steps)
 
 #: The rows of ``run(...)["methods"]``, in order: the primal pass, then the four modes of
 #: :data:`trgad.physics.modes.METHODS` at first order.
@@ -49,6 +54,15 @@ TARGETS = {
     "forward_mode_over_primal": 2.0,
     "checkpoint_temp_over_whole_temp": 0.25,
     "staged_over_primal": 1.3,
+}
+#: Ratios of the tenferro-rs rows to JAX's (no targets), ``name: (row, field, JAX row, field)``.
+TENFERRO_RATIOS = {
+    "tenferro_staged_over_jax_staged": ("tenferro_staged", "steady_seconds", "staged", "steady_seconds"),
+    "tenferro_staged_first_over_jax_staged_first": ("tenferro_staged", "first_seconds", "staged",
+                                                    "first_seconds"),
+    "tenferro_staged_over_jax_whole": ("tenferro_staged", "steady_seconds", "whole", "steady_seconds"),
+    "tenferro_whole_transform_over_jax_whole_first": ("tenferro_whole", "transform_seconds", "whole",
+                                                      "first_seconds"),
 }
 
 
@@ -173,7 +187,8 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False):
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False,
+        with_tenferro=True):
     """Measure every row (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
@@ -186,9 +201,10 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ratios ``second_order_fastest_first_over_primal_first`` and
     ``second_order_slowest_first_over_primal_first``;
     ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}) and
-    ``all_targets_met`` (True when every target present is met); and, with
-    ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
-    ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
+    ``all_targets_met`` (True when every target present is met); with ``with_tenferro``,
+    ``tenferro`` (:func:`trgad.harness.rows.tenferro_rows`, measured after JAX's rows) and the ratios of
+    :data:`TENFERRO_RATIOS` whose rows ran and are available; and, with ``engine``, the
+    keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>`` ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
 
     Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.runtime.validate`)
@@ -215,6 +231,11 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     for key, (a, fa, b, fb) in ratios.items():
         if a in rows and b in rows:
             out[key] = rows[a][fa] / rows[b][fb]
+    if with_tenferro:
+        rust = out["tenferro"] = tenferro_rows(beta, chi, steps, repeats=repeats)
+        for key, (a, fa, b, fb) in TENFERRO_RATIOS.items():
+            if rust[a]["available"] and rust[a][fa] is not None and b in rows:
+                out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
         out["second_order"] = second_order_costs(beta, schedule, repeats=repeats)
         if "primal" in rows:
@@ -348,15 +369,24 @@ def summary(out, targets=True):
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "
                      f"{row['temp_bytes'] / 2**20:6.1f} MiB")
+    for name, r in out.get("tenferro", {}).items():
+        if not r["available"]:
+            lines.append(f"{name:14s} not measured: {r['reason']}")
+        elif name == "tenferro_staged":
+            lines.append(f"{name:15s}{r['first_seconds']:9.2f} s {r['steady_seconds']:7.3f} s")
+        else:
+            stop = f", {r['stopped_at']} steps passed the {r['cap_seconds']:g} s cap" if r["stopped_at"] else ""
+            took = f": {r['transform_seconds']:.2f} s" if r["steps"] else ""
+            lines.append(f"{name:14s} ad.grad at {r['steps']} steps{took}{stop}")
     for name, row in out.get("second_order", {}).items():
         lines.append(f"c by {name:9s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s")
     for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
-                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
+                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio", *TENFERRO_RATIOS):
         if key in out:
-            lines.append(f"{key.replace('_', ' '):40s} {out[key]:.2f}")
+            lines.append(f"{key.replace('_', ' '):45s} {out[key]:.2f}")
     for key, t in (out.get("targets", {}) if targets else {}).items():
-        lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
+        lines.append(f"{key.replace('_', ' '):45s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
     if targets and out.get("targets"):
-        lines.append(f"{'every target met':40s} {'yes' if out['all_targets_met'] else 'no'}")
+        lines.append(f"{'every target met':45s} {'yes' if out['all_targets_met'] else 'no'}")
     return "\n".join(lines)
