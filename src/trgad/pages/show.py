@@ -16,8 +16,7 @@ Tables: :func:`table` (rows of records and one formatter per column) and :func:`
 (rows already formatted) return an object that displays as a Markdown table, so a cell
 that shows a table is the computation plus one line of output.
 
-Why and how the book uses this: README ("Read and run a chapter in Jupyter") and the
-reproducibility chapter.
+Why and how the book uses this: the reproducibility chapter ("Reading a chapter in Jupyter").
 """
 from __future__ import annotations
 
