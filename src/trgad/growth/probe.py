@@ -298,7 +298,7 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
     steps = check_depths("steps", steps, 1, 100_000)
     chi, beta = check_chi(chi), check_beta(beta)
-    full = trg.truncation_schedule(chi, max(steps), beta)
+    full = trg.truncation_schedule_unchecked(chi, max(steps), beta)
 
     def measure_at(n):
         schedule = full[:n]
