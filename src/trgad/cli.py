@@ -308,7 +308,7 @@ def _cmd_chain(a):
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
-    out, status = _in_child("trgad.keyed.chain:run", kwargs, timeout,
+    out, status = _in_child("trgad.keyed.chain:run_unchecked", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
                             "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
