@@ -150,11 +150,11 @@ def test_no_command_and_unknown_command(cli, cli_process):
 def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
     from trgad.physics import modes
 
-    def nan_u(beta, schedule, method, order=1, c_method="exact"):
+    def nan_u(beta, ks, method, order=1, c_method="exact"):
         return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "fd_step": None,
                 "compile_seconds": 0.0}
 
-    monkeypatch.setattr(modes, "value_and_derivatives", nan_u)
+    monkeypatch.setattr(modes, "value_and_derivatives_unchecked", nan_u)
     assert trgad_cli.main(["trg", "--steps", "2", "--beta", "0.25", "--json"]) == 4
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -168,7 +168,7 @@ def test_unexpected_exception_is_one_line_exit_1(monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise RuntimeError("something odd\nsecond line")
 
-    monkeypatch.setattr(trg, "truncation_schedule", broken)
+    monkeypatch.setattr(trg, "truncation_schedule_unchecked", broken)
     assert trgad_cli.main(["trg", "--steps", "2"]) == 1
     line, = capsys.readouterr().err.strip().splitlines()
     assert "RuntimeError: something odd" in line and "TRGAD_DEBUG" in line
@@ -202,3 +202,23 @@ def test_help_takes_its_ranges_from_validate(command, capsys):
 def test_format_bound_is_exact():
     assert float(validate.format_bound(validate.BETA_MAX)) == validate.BETA_MAX
     assert validate.format_bound(86400.0) == "86400" and validate.format_bound(0.3) == "0.3"
+
+
+@pytest.mark.parametrize("method", ["staged", "whole"])
+def test_trg_checks_beta_once(cli, monkeypatch, method):
+    # issue 29 §3: input is checked where it enters, the command line; the functions it calls
+    # trust it.  Every module that imported check_beta gets the counting one.
+    calls = []
+    original = validate.check_beta
+
+    def counting(beta):
+        calls.append(beta)
+        return original(beta)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("trgad") and \
+                getattr(module, "check_beta", None) is original:
+            monkeypatch.setattr(module, "check_beta", counting)
+    r = cli("trg", "--beta", "0.3", "--chi", "4", "--steps", "2", "--method", method, "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(calls) == 1

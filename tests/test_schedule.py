@@ -69,7 +69,6 @@ ENTRY_POINTS = {
     "keyed_trg.trg_whole": lambda s: keyed_trg.trg_whole(BETA, s),
     "keyed_trg.value_and_grad_engine": lambda s: keyed_trg.value_and_grad_engine(BETA, s),
     "keyed_trg.specific_heat": lambda s: keyed_trg.specific_heat(BETA, s),
-    "keyed_trg.staged_derivatives": lambda s: keyed_trg.staged_derivatives(BETA, s),
     "bench.methods": lambda s: bench.methods(BETA, s, repeats=1),
     "bench.engine_rows": lambda s: bench.engine_rows(BETA, s, repeats=1),
     "bench.staged_residual_bytes": lambda s: bench.staged_residual_bytes(BETA, s),

@@ -93,8 +93,6 @@ def test_bad_input():
         staged.value_and_grad_jax(-0.3, [2])
     with pytest.raises(trgad.InputError):
         staged.value_and_grad_jax(BETA, [])
-    with pytest.raises(trgad.InputError, match="order=3"):
-        keyed_trg.staged_derivatives(BETA, [2], order=3)
     with pytest.raises(trgad.InputError):
         heat.specific_heat(BETA, [2], h=1.0)
     with pytest.raises(trgad.InputError):

@@ -26,6 +26,20 @@ list, never up or round a circle (``tests/test_layers.py`` checks it on the fold
 
 Each room's docstring lists its modules.  The names below are the ones a chapter reaches
 from ``trgad`` itself.
+
+Input is checked once, where it enters (:mod:`trgad.runtime.validate`, one
+:class:`InputError` naming the value and its range): the command line, and the public API,
+the functions a chapter calls - those below, the TRG's (``trg.truncation_schedule``,
+``lnz_per_site``, ``lnz_terms``, ``cut_spectra``), the derivatives'
+(``modes.value_and_derivatives``, ``modes.program``, ``modes.lnz_scanned``,
+``staged.value_and_grad_jax``, ``value_grad_hess_jax``, ``cotangents``,
+``whole.value_and_grad``, ``heat.specific_heat``), the exact oracles, the keyed engine's
+(``chain.run``, ``chain.sweep``, ``keyed_trg.trg_whole``, ``value_and_grad_engine``), the
+probe's (``probe.growth``, ``probe.trg_growth``), ``tenferro.whole``, the topics' functions
+and ``bench.run``.  Functions only trgad calls trust their callers; where a checked function
+is needed inside, trgad calls its ``*_unchecked`` twin (``trg.truncation_schedule_unchecked``,
+``modes.value_and_derivatives_unchecked``, ...), so a ``python -m trgad trg`` run checks beta
+once (``tests/test_cli.py``).
 """
 import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits

@@ -212,7 +212,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
     repeats, names = check_repeats(repeats), _check_names(names)
-    schedule = trg.truncation_schedule(chi, steps, beta)
+    schedule = trg.truncation_schedule_unchecked(chi, steps, beta)
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
     rows = methods(beta, schedule, repeats, names)
     out["methods"] = rows
@@ -312,7 +312,7 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS
     chi, beta, repeats = check_chi(chi), check_beta(beta), check_repeats(repeats)
     cap = check_positive("cap_seconds", cap_seconds) if cap_seconds is not None else float("inf")
     names = _check_names(names)
-    schedules = {n: tuple(trg.truncation_schedule(chi, n, beta)) for n in steps_list}
+    schedules = {n: tuple(trg.truncation_schedule_unchecked(chi, n, beta)) for n in steps_list}
 
     def measure(name, n):
         compiled.clear()

@@ -28,7 +28,7 @@ from .runtime.timing import run_with_timeout
 from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
                                MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
                                check_chain, check_chi, check_choice, check_engine, check_point,
-                               check_positive, check_repeats, check_steps, check_timeout, format_bound)
+                               check_positive, check_steps, check_timeout, format_bound)
 
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
@@ -265,12 +265,12 @@ def _cmd_trg(a):
                          "(the engine has first derivatives only)")
     order = 2 if a.specific_heat else 1
     inputs = f"trg beta={a.beta} chi={chi} steps={steps}"
-    schedule = trg.truncation_schedule(chi, steps, beta)
+    schedule = trg.truncation_schedule_unchecked(chi, steps, beta)
     out = {"beta": beta, "chi": chi, "steps": steps, "schedule": schedule,
            "method": method, "engine": engine}
     t0 = time.perf_counter()
     if engine == "jax":
-        r = modes.value_and_derivatives(beta, schedule, method, order=order, c_method=c_method)
+        r = modes.value_and_derivatives_unchecked(beta, tuple(schedule), method, order, c_method)
         out.update({k: r[k] for k in ("lnz_per_site", "u", "c", "c_method", "fd_step", "compile_seconds")})
     elif method == "staged":
         r = keyed_trg.staged_derivatives(beta, schedule, keys=keys, order=order)
@@ -281,7 +281,7 @@ def _cmd_trg(a):
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole_unchecked", {"beta": beta, "schedule": schedule, "keys": keys},
                                   timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
                                   "try --method staged, --keys interned or a larger --timeout")
         if status:
@@ -308,7 +308,7 @@ def _cmd_chain(a):
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
-    out, status = _in_child("trgad.keyed.chain:run", kwargs, timeout,
+    out, status = _in_child("trgad.keyed.chain:run_unchecked", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
                             "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
@@ -351,9 +351,9 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
-    out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats), second_order=not a.no_second_order)
-    return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
+    # bench.run, a public function, checks chi, steps, beta and repeats (the same messages)
+    out = bench.run(a.chi, a.steps, a.beta, repeats=a.repeats, second_order=not a.no_second_order)
+    return _emit(out, a.json, bench.summary, f"bench chi={out['chi']} steps={out['steps']} beta={a.beta}")
 
 
 def values_may_be_negative(argv):

@@ -298,13 +298,13 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
     steps = check_depths("steps", steps, 1, 100_000)
     chi, beta = check_chi(chi), check_beta(beta)
-    full = trg.truncation_schedule(chi, max(steps), beta)
+    full = trg.truncation_schedule_unchecked(chi, max(steps), beta)
 
     def measure_at(n):
         schedule = full[:n]
         if engine == "keyed":
             b = keyed.leaf(beta, keys)
-            y = trg.lnz_per_site(b, schedule, ops=KeyedOps(keys))
+            y = trg.lnz_unchecked(b, schedule, ops=KeyedOps(keys))
             return _engine_row(keyed.grad(y, b))
         return _jax_row(whole.lnz_fn(schedule), beta, execute=execute)
 

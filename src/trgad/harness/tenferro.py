@@ -148,8 +148,9 @@ def _beta(beta):
 
 
 def _schedule_arg(steps, beta, chi):
+    """The --schedule argument; ``beta`` already checked by :func:`_beta` (a range inside trgad's)."""
     steps, chi = check_steps(steps), check_chi(chi)
-    return ",".join(map(str, trg.truncation_schedule(chi, steps, beta)))
+    return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
 
 
 def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION,

@@ -49,7 +49,11 @@ def analytic_grad(depth, fanout, x0):
     Evaluated in 50-digit decimal arithmetic (``decimal``), because x0**(K**D - 1) and
     K**e_D each leave the float range long before their ratio does.
     """
-    D, K = check_chain(depth, fanout)
+    return _analytic_grad(*check_chain(depth, fanout), x0)
+
+
+def _analytic_grad(D, K, x0):
+    """:func:`analytic_grad` of a checked depth D and fan-out K."""
     power = K**D - 1                               # exponent of x0 (an exact int)
     e_D = D if K == 1 else (K**D - 1) // (K - 1)   # exponent of K in the denominator
     if power == 0:
@@ -97,7 +101,12 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     engine = check_engine(engine)
     keys = check_choice("keys", keys, STRATEGIES)
     mode = check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)
-    x0 = check_point("x0", x0)
+    return run_unchecked(depth, fanout, engine, keys, check_point("x0", x0), mode)
+
+
+def run_unchecked(depth, fanout, engine, keys, x0, mode="reverse"):
+    """:func:`run` for the command line, which checked every argument (it runs this in a
+    child process)."""
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":
@@ -119,7 +128,7 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
         g = float(jax.grad(f)(x0) if mode == "reverse" else jax.jvp(f, (x0,), (1.0,))[1])
         out.update(transform_seconds=seconds, key_visits=None, derivative_ops=count_eqns(jaxpr))
     out["grad"] = g if math.isfinite(g) else None
-    out["analytic_grad"] = analytic_grad(depth, fanout, x0)
+    out["analytic_grad"] = _analytic_grad(depth, fanout, x0)
     if not math.isfinite(out["analytic_grad"]):
         out["analytic_grad"] = None
     if out["grad"] is None:

@@ -23,7 +23,7 @@ import numpy as np
 from . import engine as keyed
 from ..physics import heat, ising, trg
 from .keys import STRATEGIES
-from ..runtime.validate import check_beta, check_choice, check_order, check_schedule
+from ..runtime.validate import check_beta, check_choice, check_schedule
 
 
 class KeyedOps:
@@ -70,12 +70,16 @@ def trg_whole(beta, schedule, keys="structural"):
     an unknown ``keys``.  With structural keys the transform is exponential in the number of
     steps: cap it (:func:`trgad.runtime.timing.capped_sweep`, :func:`trgad.runtime.timing.run_with_timeout`).
     """
-    beta = check_beta(beta)
-    keys = check_choice("keys", keys, STRATEGIES)
-    schedule = check_schedule(schedule)
+    return trg_whole_unchecked(check_beta(beta), check_schedule(schedule),
+                               check_choice("keys", keys, STRATEGIES))
+
+
+def trg_whole_unchecked(beta, schedule, keys):
+    """:func:`trg_whole` for the command line, which checked beta, the schedule and keys
+    (it runs this in a child process)."""
     t0 = time.perf_counter()
     b = keyed.leaf(beta, keys)
-    lnz = trg.lnz_per_site(b, schedule, ops=KeyedOps(keys))
+    lnz = trg.lnz_unchecked(b, schedule, ops=KeyedOps(keys))
     primal = time.perf_counter() - t0
     d = keyed.grad(lnz, b)
     g = float(d.run())
@@ -115,8 +119,11 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     ------
     InputError for bad beta, schedule or keys.
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
-    keys = check_choice("keys", keys, STRATEGIES)
+    return _value_and_grad(check_beta(beta), check_schedule(schedule), check_choice("keys", keys, STRATEGIES))
+
+
+def _value_and_grad(beta, ks, keys):
+    """:func:`value_and_grad_engine` of checked arguments."""
     ops = KeyedOps(keys)
     n = len(ks)
 
@@ -183,7 +190,12 @@ def specific_heat(beta, schedule, keys="structural", h=None):
     derivatives only, so this is its way to c.  Units of k_B per site.  Raises InputError for
     a bad beta, schedule or keys, or h outside (0, beta)."""
     beta, ks, keys = check_beta(beta), check_schedule(schedule), check_choice("keys", keys, STRATEGIES)
-    return heat.central_difference_c(lambda b: value_and_grad_engine(b, ks, keys)["dlnz"], beta, h)
+    return _specific_heat(beta, ks, keys, h)
+
+
+def _specific_heat(beta, ks, keys, h=None):
+    """:func:`specific_heat` of checked arguments."""
+    return heat.central_difference_c(lambda b: _value_and_grad(b, ks, keys)["dlnz"], beta, h)
 
 
 def staged_derivatives(beta, schedule, keys="structural", order=1):
@@ -195,20 +207,18 @@ def staged_derivatives(beta, schedule, keys="structural", order=1):
     order 1), ``fd_step`` (the step h of the central difference; None for order 1),
     ``keys``, ``seconds`` (this call), and the first-order pass's ``transform_seconds``,
     ``key_visits``, ``derivative_ops``, ``run_seconds`` and ``primal_seconds``
-    (:func:`value_and_grad_engine`).  Raises InputError for a bad beta, schedule, keys or
-    order (1 or 2).
+    (:func:`value_and_grad_engine`).  No input check: its one caller, the command line, has
+    checked beta, the schedule (a list of ints), keys and order (1 or 2).
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
-    keys = check_choice("keys", keys, STRATEGIES)
-    order = check_order(order)
+    ks = schedule
     t0 = time.perf_counter()
-    r = value_and_grad_engine(beta, ks, keys)
+    r = _value_and_grad(beta, ks, keys)
     out = {"method": "staged", "order": order, "lnz_per_site": r["lnz_per_site"], "u": -r["dlnz"],
            "c": None, "c_method": None, "fd_step": None, "keys": keys}
     out.update({name: r[name] for name in ("transform_seconds", "key_visits", "derivative_ops",
                                            "run_seconds", "primal_seconds")})
     if order == 2:
-        out.update(c=specific_heat(beta, ks, keys, h=heat.fd_step(beta)), c_method="fd",
+        out.update(c=_specific_heat(beta, ks, keys, h=heat.fd_step(beta)), c_method="fd",
                    fd_step=heat.fd_step(beta))
     out["seconds"] = time.perf_counter() - t0
     return out

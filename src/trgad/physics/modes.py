@@ -93,7 +93,12 @@ def scan_start(schedule):
     it is 4; at chi = 2 ([2, 2, ...]) 0.  Returns len(schedule) when the last step does not
     qualify (nothing is scanned); a one-step tail is still a scan.  Raises InputError for a
     bad schedule."""
-    ks = check_schedule(schedule)
+    return _scan_start(check_schedule(schedule))
+
+
+def _scan_start(ks):
+    """:func:`scan_start` of a checked schedule."""
+    ks = list(ks)
     dims = [2] + ks[:-1]
     start = len(ks) - 1
     while start > 0 and dims[start - 1] == ks[start - 1] == ks[-1]:
@@ -142,9 +147,13 @@ def lnz_scanned(beta, schedule, ops=None, checkpoint=False):
     for a bad schedule.  Source: ``jax.lax.scan`` and ``jax.checkpoint`` (JAX documentation,
     "Gradient checkpointing"), applied to the Levin-Nave steps.
     """
-    ks = tuple(check_schedule(schedule))
+    return _lnz_scanned(beta, tuple(check_schedule(schedule)), ops, checkpoint)
+
+
+def _lnz_scanned(beta, ks, ops=None, checkpoint=False):
+    """:func:`lnz_scanned` of a checked schedule (a tuple of ints)."""
     ops = ops or trg.JAX
-    start = scan_start(ks)
+    start = _scan_start(ks)
     T = ising.initial_tensor(beta, ops)
     total = 0.0
     for i, k in enumerate(ks[:start]):
@@ -180,7 +189,7 @@ def _lnz(method, schedule, order):
     rest :data:`trgad.physics.trg.JAX`."""
     reverse = order == 1 and method in ("whole", "checkpoint")
     ops = trg.JAX_REVERSE if reverse else trg.JAX
-    return lambda b: lnz_scanned(b, schedule, ops, checkpoint=method == "checkpoint")
+    return lambda b: _lnz_scanned(b, schedule, ops, checkpoint=method == "checkpoint")
 
 
 def _second(form, f):
@@ -226,7 +235,12 @@ def program(method, order, schedule):
     method = check_method(method)
     if method == "staged":
         raise InputError("method='staged' is not one program: see trgad.physics.staged")
-    key = (method, check_order(order), tuple(check_schedule(schedule)))
+    return _program(method, check_order(order), tuple(check_schedule(schedule)))
+
+
+def _program(method, order, ks):
+    """:func:`program` of a checked method (not staged), order and schedule (a tuple)."""
+    key = (method, order, ks)
     if key in _EXECUTABLES:
         return _EXECUTABLES[key], 0.0
     t0 = time.perf_counter()
@@ -262,24 +276,29 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     ------
     InputError for a bad beta, schedule, method, order or c_method.
     """
-    beta, ks = check_beta(beta), tuple(check_schedule(schedule))
-    method = check_method(method)
-    order = check_order(order)
-    c_method = check_choice("c_method", c_method, C_METHODS)
+    return value_and_derivatives_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+                                           check_method(method), check_order(order),
+                                           check_choice("c_method", c_method, C_METHODS))
+
+
+def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method="exact"):
+    """:func:`value_and_derivatives` for trgad's own callers (the command line, the bench, the
+    transition scan), which checked every argument already: ``ks`` a tuple of ints, ``method``
+    a name of :data:`METHODS` (not a deprecated one)."""
     t0 = time.perf_counter()
     compile_seconds = None
     if method == "staged":
         if order == 1:
-            lnz, dlnz = staged.value_and_grad_jax(beta, ks)
+            lnz, dlnz = staged.value_and_grad_unchecked(beta, ks)
             c = None
         elif c_method == "exact":
-            lnz, dlnz, d2 = staged.value_grad_hess_jax(beta, ks)
+            lnz, dlnz, d2 = staged.value_grad_hess_unchecked(beta, ks)
             c = ising.specific_heat_of(beta, d2)
         else:
-            lnz, dlnz = staged.value_and_grad_jax(beta, ks)
-            c = heat.specific_heat(beta, ks)
+            lnz, dlnz = staged.value_and_grad_unchecked(beta, ks)
+            c = heat.specific_heat_unchecked(beta, ks)
     else:
-        exe, compile_seconds = program(method, order, ks)
+        exe, compile_seconds = _program(method, order, ks)
         lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
         c = None if d2 is None else ising.specific_heat_of(beta, d2)
     fd = order == 2 and method == "staged" and c_method == "fd"
@@ -296,7 +315,7 @@ def taylor_mode_works(schedule=(2,)):
     (True, None).  With JAX 0.10.x it is False: an ``UnexpectedTracerError`` inside
     ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
     ks = tuple(check_schedule(schedule))
-    f = lambda b: trg.lnz_per_site(b, ks)                               # noqa: E731
+    f = lambda b: trg.lnz_unchecked(b, ks)                               # noqa: E731
     try:
         jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
     except Exception as e:                                          # noqa: BLE001 (reported)

@@ -161,7 +161,11 @@ def compile_ahead(schedule, order=1):
     ones before it on the cores the process may use.  The passes call it themselves; programs already
     compiled are skipped.  Their shapes follow from the schedule alone: step i's input has
     D = schedule[i - 1] (2 for step 0).  Raises InputError for a bad schedule or order."""
-    ks, order = check_schedule(schedule), check_order(order)
+    _compile_ahead(check_schedule(schedule), check_order(order))
+
+
+def _compile_ahead(ks, order):
+    """:func:`compile_ahead` of a checked schedule (a list of ints) and order."""
     scalar = _f64()
     with compiled.SideBySide() as ahead:
         if order == 2:              # the small end programs last: the last compile is waited for
@@ -282,8 +286,12 @@ def value_and_grad_jax(beta, schedule):
     Source: the staged fix of the source report ("每一步单独建图、单独求 vjp", each step on
     its own graph with its own vjp), written with ``jax.vjp``.
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
-    compile_ahead(ks)
+    return value_and_grad_unchecked(check_beta(beta), check_schedule(schedule))
+
+
+def value_and_grad_unchecked(beta, ks):
+    """:func:`value_and_grad_jax` for trgad's own callers, which checked beta and the schedule."""
+    _compile_ahead(ks, 1)
     return _passes(beta, ks)[:2]
 
 
@@ -308,8 +316,12 @@ def value_grad_hess_jax(beta, schedule):
     step, applied to second-order forward mode (e.g. Griewank and Walther, *Evaluating
     Derivatives*, 2nd ed., ch. 13, Taylor propagation: jets compose step by step).
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
-    compile_ahead(ks, order=2)
+    return value_grad_hess_unchecked(check_beta(beta), check_schedule(schedule))
+
+
+def value_grad_hess_unchecked(beta, ks):
+    """:func:`value_grad_hess_jax` for trgad's own callers, which checked beta and the schedule."""
+    _compile_ahead(ks, 2)
     f64 = jnp.float64
     init, tail = second_order_end_programs()
     T, dT, d2T = init(jnp.asarray(beta, dtype=f64))

@@ -152,11 +152,18 @@ def lnz_per_site(beta, schedule, ops=None):
     A traced beta (inside ``jax.jit`` or ``jax.grad``) is not checked: the caller that traces
     it owns its range.
     """
-    ops, schedule = ops or JAX, check_schedule(schedule)
+    schedule = check_schedule(schedule)
     _check_concrete_beta(beta)
+    return lnz_unchecked(beta, schedule, ops)
+
+
+def lnz_unchecked(beta, ks, ops=None):
+    """:func:`lnz_per_site` for trgad's own callers, which checked beta (when concrete) and the
+    schedule ``ks`` already."""
+    ops = ops or JAX
     T = ising.initial_tensor(beta, ops)
     ln_norms = []
-    for k in schedule:
+    for k in ks:
         T, ln = trg_step(T, k, ops)
         ln_norms.append(ln)
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
@@ -214,7 +221,12 @@ def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     multiplet of equal singular values at some step (:func:`trgad.physics.svd.check_multiplet`: the
     truncated tensor would not be a differentiable function of beta there).
     """
-    chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
+    return truncation_schedule_unchecked(check_chi(chi), check_steps(steps), check_beta(beta), rtol)
+
+
+def truncation_schedule_unchecked(chi, steps, beta, rtol=RANK_RTOL):
+    """:func:`truncation_schedule` for trgad's own callers, which checked chi, steps and beta
+    already (input is checked once, where it enters); still refuses a cut inside a multiplet."""
     ops = NUMPY
     T = ising.initial_tensor(beta, ops)
     ks = []

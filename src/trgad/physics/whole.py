@@ -24,8 +24,12 @@ _SECOND = compiled.registry("whole.second")
 def lnz_fn(schedule):
     """beta -> lnZ/N as one JAX graph for a fixed truncation schedule (checked:
     :func:`trgad.runtime.validate.check_schedule`)."""
-    schedule = tuple(check_schedule(schedule))
-    return lambda beta: trg.lnz_per_site(beta, schedule)
+    return _lnz_fn(tuple(check_schedule(schedule)))
+
+
+def _lnz_fn(ks):
+    """:func:`lnz_fn` of a checked schedule."""
+    return lambda beta: trg.lnz_unchecked(beta, ks)
 
 
 def value_and_grad(beta, schedule, jit=True):
@@ -36,11 +40,11 @@ def value_and_grad(beta, schedule, jit=True):
     """
     beta, schedule = check_beta(beta), tuple(check_schedule(schedule))
     if not jit:
-        f = jax.value_and_grad(lnz_fn(schedule))
+        f = jax.value_and_grad(_lnz_fn(schedule))
     elif schedule in _VALUE_AND_GRAD:
         f = _VALUE_AND_GRAD[schedule]
     else:
-        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(lnz_fn(schedule)))
+        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(_lnz_fn(schedule)))
     v, g = f(beta)
     return float(v), float(g)
 
@@ -58,7 +62,7 @@ def specific_heat_autodiff(beta, schedule):
     """
     beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     if ks not in _SECOND:
-        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(lnz_fn(ks))))
+        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(_lnz_fn(ks))))
     return ising.specific_heat_of(beta, float(_SECOND[ks](float(beta))))
 
 
@@ -75,9 +79,9 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     uses a fresh function so that no cache hides the work.
     """
     steps, chi, beta = check_steps(steps), check_chi(chi), check_beta(beta)
-    schedule = trg.truncation_schedule(chi, steps, beta)
-    t_jaxpr, jaxpr = time_grad_transform(lnz_fn(schedule), beta)
-    g = jax.jit(jax.grad(lnz_fn(schedule)))
+    schedule = tuple(trg.truncation_schedule_unchecked(chi, steps, beta))
+    t_jaxpr, jaxpr = time_grad_transform(_lnz_fn(schedule), beta)
+    g = jax.jit(jax.grad(_lnz_fn(schedule)))
     t0 = time.perf_counter()
     grad = block(g(beta))
     t_first = time.perf_counter() - t0

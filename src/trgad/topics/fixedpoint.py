@@ -230,7 +230,11 @@ def staged(beta, L, iterations, output="lnz"):
     or output.
     """
     beta, L = check_beta(beta), check_L(L)
-    iterations, output = check_iterations(iterations), check_output(output)
+    return _staged(beta, L, check_iterations(iterations), check_output(output))
+
+
+def _staged(beta, L, iterations, output):
+    """:func:`staged` of checked arguments."""
     T, T_pullback = jax.vjp(lambda b: transfer_matrix(b, L), beta)
     v, pullbacks = start_vector(L), []
     for _ in range(iterations):
@@ -387,7 +391,7 @@ def held_bytes(method, beta, L, iterations, output="lnz"):
     beta, L = check_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
     if method == "staged":
-        return staged(beta, L, iterations, output)["residual_bytes"]
+        return _staged(beta, L, iterations, output)["residual_bytes"]
     if method == "unrolled":
         _, pullback = jax.vjp(lambda b: value_unrolled(b, L, iterations, output), beta)
     else:
