@@ -9,7 +9,7 @@ This extension does six things around that:
    Sphinx alone re-reads only pages whose source changed, so after an edit under ``src/``
    the other pages would keep stale numbers.  The config value ``trgad_inputs_key`` (one
    that makes Sphinx re-read every page when it changes) is set to a hash of every file
-   under ``src/``, the caps in force (``trgad.caps.PREVIEW``) and the versions of Python,
+   under ``src/``, the caps in force (``trgad.runtime.caps.PREVIEW``) and the versions of Python,
    JAX, jaxlib, NumPy, SciPy, myst-nb and nbclient.
 2. **Collects every failing page in a strict build.**  With ``-W --keep-going`` it sets
    ``nb_execution_raise_on_error = False``, so a failing cell is a warning (which fails the
@@ -22,13 +22,13 @@ This extension does six things around that:
 4. **Fails the build on a raw repr in the prose.**  An ``{eval}`name``` shows its value's
    display; for a dict, list, tuple, float, NumPy scalar or array that is Python's repr
    (``{1: (266, 39.06)}``, ``np.float64(0.79...)``, every digit of a float), never what a
-   sentence means.  Each role's value must be a ``trgad.show.Text`` (``show.num``,
+   sentence means.  Each role's value must be a ``trgad.pages.show.Text`` (``show.num``,
    ``show.text``), a Python ``int`` or a ``str``; anything else is a warning naming the page,
    the line and the expression (:data:`EVAL_TYPES`, :func:`eval_type_problem`), which a
    strict build (``-W``) turns into an error.
 5. **Reads the pages side by side, one CPU each**: Sphinx's parallel read (what
    ``sphinx-build -j`` sets; ``jupyter-book build`` has no such option) with one process
-   per usable CPU, each pinned to a CPU of its own (``trgad.compiled.pin_to_one_cpu``,
+   per usable CPU, each pinned to a CPU of its own (``trgad.runtime.compiled.pin_to_one_cpu``,
    which the page kernels it starts inherit), so each page's kernel has one core while
    other pages run on the others.  Unpinned, kernels whose XLA thread pools share the
    cores can slow each other down by a large factor.  ``TRGAD_BUILD_JOBS=N`` sets the
@@ -41,7 +41,7 @@ This extension does six things around that:
 6. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
    to closing it, i.e. executing and rendering the page) and the wall time of the whole
    Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
-   labelled with the caps in force (``trgad.caps.PREVIEW``), so that a preview build's
+   labelled with the caps in force (``trgad.runtime.caps.PREVIEW``), so that a preview build's
    times are not mistaken for the full book's.  ``python _ext/build_times.py`` prints them.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ VERSIONED = ("jax", "jaxlib", "numpy", "scipy", "myst-nb", "nbclient")
 
 #: The types an ``{eval}`` role may show: formatted text, and integers and strings, whose
 #: displays are their text.  (``bool`` is a subclass of ``int``, but its type name differs.)
-EVAL_TYPES = ("trgad.show.Text", "builtins.int", "builtins.str")
+EVAL_TYPES = ("trgad.pages.show.Text", "builtins.int", "builtins.str")
 
 
 def eval_type_problem(type_name: str, expression: str) -> str | None:
@@ -69,7 +69,7 @@ def eval_type_problem(type_name: str, expression: str) -> str | None:
     if type_name in EVAL_TYPES:
         return None
     return (f"raw repr in prose: {{eval}}`{expression}` is a {type_name}, which displays as its "
-            f"repr; format it in its cell with trgad.show.num(x, fmt) or trgad.show.text(...)")
+            f"repr; format it in its cell with trgad.pages.show.num(x, fmt) or trgad.pages.show.text(...)")
 
 
 def _guard_eval_roles():
@@ -104,7 +104,7 @@ def _guard_eval_roles():
 
 
 def _caps_mode() -> str:
-    from trgad import caps  # the one place that reads TRGAD_PREVIEW
+    from trgad.runtime import caps  # the one place that reads TRGAD_PREVIEW
 
     return "preview" if caps.PREVIEW else "full"
 
@@ -254,7 +254,7 @@ def _pin_reading_process(app, docname, source):
         return
     import fcntl
 
-    from trgad import compiled
+    from trgad.runtime import compiled
 
     app._trgad_pinned_pid = os.getpid()
     for slot in range(len(os.sched_getaffinity(0))):

@@ -309,7 +309,7 @@ def _problems(rel, info):
         elif _NONFINITE.search(value) and rel not in ALLOWED_NONFINITE:
             problems.append(f"computed value is not a finite number: {value!r}")
         elif _RAW_REPR.search(value):
-            problems.append(f"computed value shows a raw repr (use trgad.show.num): {value!r}")
+            problems.append(f"computed value shows a raw repr (use trgad.pages.show.num): {value!r}")
     for img in info["imgs"]:
         if not img["complete"] or not img["w"] or not img["h"]:
             problems.append(f"image did not load: {img['src']} ({img['w']}x{img['h']})")

@@ -18,7 +18,7 @@ sees that image, and myst-nb would wrap any further output in a figure of its ow
 
 Speed: the kernel gets ``TRGAD_PREVIEW=1`` unless ``TRGAD_PREVIEW`` is already set in the
 environment (``TRGAD_PREVIEW=0 pytest checks/test_notebooks.py`` runs the full story).
-The preview caps come from ``trgad.caps``, the one place for caps.  The built book (the
+The preview caps come from ``trgad.runtime.caps``, the one place for caps.  The built book (the
 strict build) always runs the full story; this check is about *running in Jupyter*, so
 the smaller caps keep CI quick without changing what is tested.
 """
@@ -64,7 +64,7 @@ def _expression_problems(results):
         if not plain.strip():
             problems.append(f"{{eval}}`{name}` has no text/plain display")
         elif RAW_REPR.search(plain):
-            problems.append(f"{{eval}}`{name}` shows a raw repr {plain[:60]!r} (use trgad.show.num/text)")
+            problems.append(f"{{eval}}`{name}` shows a raw repr {plain[:60]!r} (use trgad.pages.show.num/text)")
     return problems
 
 

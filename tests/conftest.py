@@ -87,7 +87,7 @@ def cli_process():
 @pytest.fixture(scope="session")
 def schedule20():
     """The book's reference run: chi = 16, 20 steps at beta = 0.3 (lnZ/N 0.790559063800966)."""
-    from trgad import trg
+    from trgad.physics import trg
     return trg.truncation_schedule(16, 20, 0.3)
 
 
@@ -95,7 +95,7 @@ def schedule20():
 def staged20(schedule20):
     """(lnZ/N, d lnZ/N / d beta) of the staged pass at 20 steps, beta = 0.3, computed once
     for the session (test_staged, test_modes)."""
-    from trgad import staged
+    from trgad.physics import staged
     return staged.value_and_grad_jax(0.3, schedule20)
 
 
@@ -103,7 +103,7 @@ def staged20(schedule20):
 def whole20(schedule20):
     """(lnZ/N, d lnZ/N / d beta) of the whole graph's jax.value_and_grad at 20 steps,
     beta = 0.3, computed once for the session (test_staged, test_trg)."""
-    from trgad import whole
+    from trgad.physics import whole
     return whole.value_and_grad(0.3, schedule20)
 
 
@@ -112,7 +112,7 @@ def fresh_programs():
     """Empty caches of compiled programs for a test that measures first calls or counts
     what gets compiled; the programs compiled before it are put back afterwards, so the
     tests after it do not compile them again."""
-    from trgad import compiled
+    from trgad.runtime import compiled
     saved = compiled.snapshot()
     compiled.clear()
     yield

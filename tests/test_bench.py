@@ -1,16 +1,19 @@
 """The benchmark (trgad.bench): five rows with the figures the README reads, the values
-they time, growth with steps, and the command line."""
+they time, growth with steps, tenferro-rs's rows beside JAX's, and the command line."""
 import json
 
 import pytest
 
 import trgad
-from trgad import InputError, bench, compiled, modes, staged, timing, trg
+from trgad import InputError, bench
+from trgad.runtime import compiled, timing
+from trgad.physics import modes, staged, trg
+from trgad.harness import rows, tenferro
 
 
 @pytest.fixture(scope="module")
 def small():
-    return bench.run(chi=4, steps=5, beta=0.3, repeats=1, engine=False)
+    return bench.run(chi=4, steps=5, beta=0.3, repeats=1, engine=False, with_tenferro=False)
 
 
 def test_five_rows(small):
@@ -112,6 +115,7 @@ def test_cli_bench_json_has_five_method_rows(cli):
     out = json.loads(r.stdout)
     assert list(out["methods"]) == list(bench.ROWS)
     assert "engine_staged_ratio" in out and "targets" in out
+    assert list(out["tenferro"]) == list(bench.TENFERRO_ROWS)
 
 
 def test_summary_names_every_row(small):
@@ -143,7 +147,7 @@ def test_subset_of_methods_runs_only_those():
 def test_rows_carry_the_values_they_timed(small):
     """Each row's value is what its program computes: lnZ/N and d(lnZ/N)/d beta against the
     whole graph's jax.value_and_grad and the staged pass, computed here afresh."""
-    from trgad import whole
+    from trgad.physics import whole
 
     sched = small["schedule"]
     lnz, dlnz = whole.value_and_grad(0.3, sched)
@@ -171,3 +175,71 @@ def test_engine_rows_come_from_one_call():
     for n in (3, 6):
         assert out[f"engine_step_cost_{n}"] * out[f"engine_full_size_steps_{n}"] <= out[f"engine_staged_{n}"]
         assert out[f"engine_transform_{n}"] <= out[f"engine_staged_{n}"]
+
+
+@pytest.mark.skipif(not tenferro.available(), reason="trgad-tenferro is not installed")
+def test_tenferro_rows_compute_jax_values():
+    """tenferro-rs's staged pass and its whole graph give JAX's lnZ/N and derivative."""
+    sched = trg.truncation_schedule(4, 3, 0.3)
+    out = rows.tenferro_rows(0.3, 4, 3, repeats=1)
+    st, wh = out["tenferro_staged"], out["tenferro_whole"]
+    assert st["available"] and wh["available"]
+    assert st["value"] == pytest.approx(list(staged.value_and_grad_jax(0.3, sched)), abs=1e-12)
+    assert 0 < st["steady_seconds"] and 0 < st["first_seconds"]
+    # three steps finish far within the cap: the walk ends at the steps asked for
+    assert (wh["steps"], wh["stopped_at"], wh["killed"]) == (3, None, False)
+    assert wh["value"] == pytest.approx(st["value"], abs=1e-12) and wh["transform_seconds"] > 0
+
+
+def _fake_harness(monkeypatch, transform_ms, killed_from=None):
+    """tenferro.staged and tenferro.whole replaced: the transform at n steps takes
+    transform_ms[n - 1]; from ``killed_from`` steps on the run is killed at its timeout."""
+    calls = []
+
+    def whole(n, beta, chi, keep=False, timeout=60.0):
+        calls.append(n)
+        if killed_from is not None and n >= killed_from:
+            return {"returned": False, "timeout_s": timeout, "seconds": timeout + 0.01}
+        return {"returned": True, "transform_ms": transform_ms[n - 1], "lnz_per_site": 1.0, "grad": 2.0}
+
+    def staged_(steps, beta, chi, repeats=3, timeout=60.0):
+        return {"returned": True, "first_ms": 300.0, "min_ms": 100.0, "lnz_per_site": 1.0, "grad": 2.0}
+
+    monkeypatch.setattr(tenferro, "whole", whole)
+    monkeypatch.setattr(tenferro, "staged", staged_)
+    return calls
+
+
+def test_tenferro_whole_stops_at_the_first_run_past_its_cap(monkeypatch):
+    calls = _fake_harness(monkeypatch, [10.0, 100.0, 1000.0, 3000.0, 20.0])
+    wh = rows.tenferro_rows(0.3, 4, 5, cap_seconds=2.0)["tenferro_whole"]
+    assert calls == [1, 2, 3, 4]                      # no run past the first over the cap
+    assert (wh["steps"], wh["transform_seconds"], wh["stopped_at"], wh["killed"]) == (3, 1.0, 4, False)
+    calls = _fake_harness(monkeypatch, [10.0] * 5, killed_from=2)
+    wh = rows.tenferro_rows(0.3, 4, 5, cap_seconds=2.0)["tenferro_whole"]
+    assert calls == [1, 2] and (wh["steps"], wh["stopped_at"], wh["killed"]) == (1, 2, True)
+    _fake_harness(monkeypatch, [10.0] * 5, killed_from=1)
+    wh = rows.tenferro_rows(0.3, 4, 5, cap_seconds=2.0)["tenferro_whole"]
+    assert (wh["steps"], wh["transform_seconds"], wh["stopped_at"]) == (0, None, 1)
+    assert "ad.grad at 0 steps, 1 steps passed" in bench.summary(
+        {"chi": 4, "steps": 5, "beta": 0.3, "repeats": 1, "methods": {}, "tenferro": {"tenferro_whole": wh}})
+
+
+def test_tenferro_ratios_are_quotients_of_one_run(monkeypatch):
+    _fake_harness(monkeypatch, [10.0, 100.0, 5000.0])
+    out = bench.run(chi=4, steps=3, repeats=1, engine=False, names=("whole", "staged"))
+    m, rust = out["methods"], out["tenferro"]
+    assert rust["tenferro_staged"]["steady_seconds"] == 0.1 and rust["tenferro_whole"]["steps"] == 2
+    for key, (a, fa, b, fb) in bench.TENFERRO_RATIOS.items():
+        assert out[key] == rust[a][fa] / m[b][fb], key
+        assert key not in out["targets"] and key.replace("_", " ") in bench.summary(out)
+
+
+def test_without_the_harness_the_rows_say_so(monkeypatch):
+    monkeypatch.setenv("TRGAD_TENFERRO_BIN", "/nonexistent/trgad-tenferro")
+    out = bench.run(chi=4, steps=3, repeats=1, engine=False, names=("primal",))
+    for name in bench.TENFERRO_ROWS:
+        assert out["tenferro"][name] == {"available": False, "reason": out["tenferro"][name]["reason"]}
+        assert "TRGAD_TENFERRO_BIN" in out["tenferro"][name]["reason"]
+    assert not any(key in out for key in bench.TENFERRO_RATIOS)
+    assert "not measured: TRGAD_TENFERRO_BIN" in bench.summary(out)

@@ -77,7 +77,7 @@ GOOD = """
     # Page
 
     ```{code-cell} ipython3
-    from trgad import show
+    from trgad.pages import show
     ratio = 4 / 2
     assert ratio == 2, "each layer doubles the key visits"
     shown = show.num(ratio, ".0f")

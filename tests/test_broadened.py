@@ -1,4 +1,4 @@
-"""tensorgrad's broadened SVD rule (trgad.broadened) against independent oracles.
+"""tensorgrad's broadened SVD rule (trgad.topics.broadened) against independent oracles.
 
 Oracles: central finite differences of a bond-gauge-invariant loss (well separated singular
 values, first and second derivative); the closed form d<W, U S V^T>/dM = W and its
@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import broadened, exact, svd, trg
-from trgad.validate import InputError
+from trgad.topics import broadened
+from trgad.physics import exact, svd, trg
+from trgad.runtime.validate import InputError
 
 
 def rotated(values, m, n, seed=0):

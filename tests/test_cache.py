@@ -1,4 +1,4 @@
-"""trgad.cache: where the persistent compilation cache lives, that a second process reuses it,
+"""trgad.runtime.cache: where the persistent compilation cache lives, that a second process reuses it,
 and that it never makes a process wrong or stops it (no home, an unwritable or broken cache,
 another CPU count, the user's own JAX settings)."""
 import json
@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from jax._src.compilation_cache import decompress_executable
 
-from trgad import cache
+from trgad.runtime import cache
 
 CHILD = """
 import json, os, jax
 hits = []
 jax.monitoring.register_event_listener(lambda e, **kw: hits.append(e) if e.endswith("cache_hits") else None)
 import trgad, jax.numpy as jnp
-from trgad import trg, cache
+from trgad.physics import trg
+from trgad.runtime import cache
 f = jax.jit(jax.value_and_grad(lambda b: trg.lnz_per_site(b, [2, 4])))
 v, g = f(0.3)
 print(json.dumps({"dir": str(cache.directory()), "hits": len(hits), "u": -float(g),

@@ -1,4 +1,4 @@
-"""Exact call counts inside tenferro-rs (trgad.callgrind, trgad.tenferro.count): the reader
+"""Exact call counts inside tenferro-rs (trgad.harness.callgrind, trgad.harness.tenferro.count): the reader
 of callgrind's files on a file written by hand, then the library's own counts of its key
 equality, asserted exactly in their closed forms in the depth of the mul chain.
 
@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from trgad import callgrind, tenferro
-from trgad.validate import InputError
+from trgad.harness import callgrind, tenferro
+from trgad.runtime.validate import InputError
 
 HAND_WRITTEN = """\
 # callgrind format
@@ -124,7 +124,7 @@ def test_trg_counts_grow_by_the_paths_per_step():
 @needs_harness
 def test_newest_release_walks_exactly_as_the_report_version():
     """tenferro-rs NEWEST (0.9.0) makes the same calls as 0.8.0 at the depths the book shows."""
-    from trgad import caps
+    from trgad.runtime import caps
     for D in caps.COUNT_CHAIN_DEPTHS[2]:
         old = tenferro.count("chain", depth=D, fanout=2)
         new = tenferro.count("chain", depth=D, fanout=2, version=tenferro.NEWEST)

@@ -5,8 +5,9 @@ import math
 import pytest
 
 import trgad  # noqa: F401
-from trgad import chain, recorded
-from trgad.validate import CHAIN_MAX_OPS, InputError
+from trgad.keyed import chain
+from trgad.pages import recorded
+from trgad.runtime.validate import CHAIN_MAX_OPS, InputError
 
 JSON_KEYS = {"depth", "fanout", "engine", "keys", "transform_seconds", "key_visits", "derivative_ops", "grad"}
 

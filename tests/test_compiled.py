@@ -1,5 +1,5 @@
-"""The package's compile options (trgad.compiled.COMPILER_OPTIONS, setup, jit) and its
-ahead-of-time compilation side by side (trgad.compiled.SideBySide)."""
+"""The package's compile options (trgad.runtime.compiled.COMPILER_OPTIONS, setup, jit) and its
+ahead-of-time compilation side by side (trgad.runtime.compiled.SideBySide)."""
 import os
 import subprocess
 import sys
@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from trgad import compiled, trg, whole
+from trgad.runtime import compiled
+from trgad.physics import trg, whole
 
 
 def test_setup_leaves_named_options_to_xla_flags(monkeypatch):
@@ -32,7 +33,7 @@ def test_importing_trgad_runs_a_jitted_gradient_without_touching_xla_flags():
     """The pinned JAX (0.12.0.1) aborted in XLA's flag parser when trgad put an option this
     XLA no longer has into XLA_FLAGS; a user's own XLA_FLAGS stays as it was."""
     env = dict(os.environ, XLA_FLAGS="--xla_backend_optimization_level=1")
-    code = ("import os, jax, trgad; from trgad import compiled; "
+    code = ("import os, jax, trgad; from trgad.runtime import compiled; "
             "print(os.environ['XLA_FLAGS']); print(sorted(compiled.options())); "
             "print(float(compiled.jit(jax.grad(lambda x: x * x))(3.0)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -82,7 +83,7 @@ def test_side_by_side_stores_nothing_when_its_block_fails():
 
 def test_pin_to_one_cpu_before_the_back_end_and_refused_after():
     code = ("import os, jax.numpy as jnp\n"
-            "from trgad import compiled\n"
+            "from trgad.runtime import compiled\n"
             "cpus = sorted(os.sched_getaffinity(0))\n"
             "cpu = compiled.pin_to_one_cpu(len(cpus) + 1)\n"
             "assert cpu == cpus[(len(cpus) + 1) % len(cpus)] and os.sched_getaffinity(0) == {cpu}\n"

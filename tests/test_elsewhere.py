@@ -1,6 +1,6 @@
-"""trgad.elsewhere: other systems on the book's graphs, counted exactly, against oracles.
+"""trgad.topics.elsewhere: other systems on the book's graphs, counted exactly, against oracles.
 
-Oracles: the mul chain's closed form (trgad.chain.analytic_grad), the closed form of the
+Oracles: the mul chain's closed form (trgad.keyed.chain.analytic_grad), the closed form of the
 derivatives of sin(x) exp(x), SymPy's own tree walk (preorder_traversal) for the sizes
 counted on the DAG, and autograd against SymPy on the logistic map.  Quick: small depths.
 """
@@ -11,7 +11,10 @@ import pytest
 sympy = pytest.importorskip("sympy")
 pytest.importorskip("autograd")
 
-from trgad import InputError, chain, elsewhere  # noqa: E402
+from trgad import InputError
+from trgad.keyed import chain
+from trgad.topics import elsewhere, nesting
+from trgad.pages import recorded  # noqa: E402
 
 CHAIN = lambda y: chain.build(y, 1, 2)            # noqa: E731  (y*y)/2
 LOGISTIC = lambda y: 4 * y * (1 - y)              # noqa: E731
@@ -155,16 +158,16 @@ def test_sympy_bad_input_is_one_line(call):
 
 def test_sin_exp_derivative_low_orders():
     x = 0.7
-    assert elsewhere.sin_exp_derivative(0, x) == pytest.approx(math.sin(x) * math.exp(x), rel=1e-15)
-    assert elsewhere.sin_exp_derivative(1, x) == pytest.approx((math.sin(x) + math.cos(x)) * math.exp(x), rel=1e-15)
-    assert elsewhere.sin_exp_derivative(2, x) == pytest.approx(2 * math.cos(x) * math.exp(x), rel=1e-15)
+    assert nesting.sin_exp_derivative(0, x) == pytest.approx(math.sin(x) * math.exp(x), rel=1e-15)
+    assert nesting.sin_exp_derivative(1, x) == pytest.approx((math.sin(x) + math.cos(x)) * math.exp(x), rel=1e-15)
+    assert nesting.sin_exp_derivative(2, x) == pytest.approx(2 * math.cos(x) * math.exp(x), rel=1e-15)
 
 
 def test_nested_grad_and_taylor_mode_agree_with_the_closed_form():
-    grads = elsewhere.nested_grad(elsewhere.sin_exp, [1, 2, 3, 4])
-    jets = elsewhere.taylor_mode(elsewhere.sin_exp, [1, 2, 3, 4, 8])
+    grads = nesting.nested_grad(nesting.sin_exp, [1, 2, 3, 4])
+    jets = nesting.taylor_mode(nesting.sin_exp, [1, 2, 3, 4, 8])
     for r in grads + jets:
-        assert r["value"] == pytest.approx(elsewhere.sin_exp_derivative(r["order"], elsewhere.SIN_EXP_X0), rel=1e-12)
+        assert r["value"] == pytest.approx(nesting.sin_exp_derivative(r["order"], nesting.SIN_EXP_X0), rel=1e-12)
         assert 0 < r["distinct"] <= r["eqns"]
     eq = [r["eqns"] for r in grads]
     assert all(b > 2 * a for a, b in zip(eq, eq[1:]))       # each order more than doubles
@@ -176,15 +179,15 @@ def test_distinct_eqns_merges_equal_equations():
 
     closed = jax.make_jaxpr(lambda x: jnp.sin(x) + jnp.sin(x))(0.5)
     assert len(closed.jaxpr.eqns) == 3
-    assert elsewhere.distinct_eqns(closed) == 2      # one sin, one add
+    assert nesting.distinct_eqns(closed) == 2      # one sin, one add
 
 
 def test_nested_cond_reproductions_run_and_return_x():
     import jax.numpy as jnp
 
     x = jnp.array([2.0])
-    assert float(elsewhere.nested_cond(x, True, 5)[0]) == 2.0
-    h = elsewhere.cond_history([2, 3, 4], repeats=1)
+    assert float(nesting.nested_cond(x, True, 5)[0]) == 2.0
+    h = nesting.cond_history([2, 3, 4], repeats=1)
     assert [r["depth"] for r in h["vmap"]] == [2, 3, 4] == [r["depth"] for r in h["linearize"]]
     assert all(r["seconds"] >= 0 for rows in h.values() for r in rows)
     eqns = [r["eqns"] for r in h["vmap"]]
@@ -192,11 +195,11 @@ def test_nested_cond_reproductions_run_and_return_x():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: elsewhere.nested_grad(elsewhere.sin_exp, [0]),
-    lambda: elsewhere.nested_grad(elsewhere.sin_exp, [2, 1]),
-    lambda: elsewhere.taylor_mode(elsewhere.sin_exp, [1], x0=math.inf),
-    lambda: elsewhere.cond_history([1]),
-    lambda: elsewhere.sin_exp_derivative(-1, 0.0),
+    lambda: nesting.nested_grad(nesting.sin_exp, [0]),
+    lambda: nesting.nested_grad(nesting.sin_exp, [2, 1]),
+    lambda: nesting.taylor_mode(nesting.sin_exp, [1], x0=math.inf),
+    lambda: nesting.cond_history([1]),
+    lambda: nesting.sin_exp_derivative(-1, 0.0),
 ])
 def test_jax_bad_input_is_one_line(call):
     with pytest.raises(InputError) as err:
@@ -208,14 +211,14 @@ def test_jax_bad_input_is_one_line(call):
 
 def test_recorded_rows_carry_their_links():
     keys = {"system", "identifies", "affected", "fix", "sources"}
-    for row in elsewhere.RECORDED:
+    for row in recorded.RECORDED:
         assert set(row) == keys
         assert row["sources"] and all(url.startswith("https://github.com/") for _, url in row["sources"])
-    assert sorted(elsewhere.RECORDED_8193_SECONDS) == list(range(7, 13))
-    assert elsewhere.RECORDED_8193_SOURCE.endswith("/issues/8193")
+    assert sorted(recorded.RECORDED_8193_SECONDS) == list(range(7, 13))
+    assert recorded.RECORDED_8193_SOURCE.endswith("/issues/8193")
 
 
 def test_measured_rows_describe_without_verdicts():
-    for name, row in elsewhere.MEASURED.items():
+    for name, row in recorded.MEASURED.items():
         assert set(row) == {"system", "identifies", "fix", "sources"}, name
         assert all(url.startswith("https://") for _, url in row["sources"])

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64 for JAX)
-from trgad import chain, keyed_trg, keys, rules, svd, trg, whole
-from trgad import engine as keyed
-from trgad.validate import InputError
+from trgad.keyed import chain, keyed_trg, keys, rules
+from trgad.physics import svd, trg, whole, svdrules
+from trgad.keyed import engine as keyed
+from trgad.runtime.validate import InputError
 
 
 # --- gradients ---------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def test_structural_trg_costs_more_than_interned_and_grows_fast():
 
 
 def test_svd_rule_is_the_shared_formula():
-    assert rules.svd_pullback is svd.svd_pullback
+    assert rules.svd_pullback is svdrules.svd_pullback
 
 
 def _jax_grad(f, x):
@@ -185,7 +186,7 @@ def test_bad_input_raises_one_line_input_errors():
         lambda: keyed.jvp_eager([x * 2.0], x, "abc"),
         lambda: keyed.vjp([keyed.leaf(np.ones(2)) * x], x, [np.ones((2, 3))]),
         lambda: keyed_trg.trg_whole(0.3, [], keys="structural"),
-        lambda: keyed_trg.trg_whole(0.0, [2], keys="structural"),   # beta < 0 is the antiferromagnet
+        lambda: keyed_trg.trg_whole(0.0, [2], keys="structural"),
     ]
     for case in cases:
         with pytest.raises(InputError) as info:
@@ -196,9 +197,9 @@ def test_bad_input_raises_one_line_input_errors():
 def test_keyed_ops_runs_the_same_trg_code():
     ops = keyed_trg.KeyedOps("interned")
     assert ops.name == "keyed-interned"
-    T = trgad.ising.initial_tensor(keyed.leaf(0.3, "interned"), ops)
+    T = trgad.physics.ising.initial_tensor(keyed.leaf(0.3, "interned"), ops)
     assert isinstance(T, keyed.Value) and T.shape == (2, 2, 2, 2)
-    expected = trgad.ising.initial_tensor(0.3, trg.NUMPY)
+    expected = trgad.physics.ising.initial_tensor(0.3, trg.NUMPY)
     np.testing.assert_allclose(T.data, expected, rtol=1e-14)
 
 
@@ -359,7 +360,7 @@ def test_svd_tangent_rule_is_wired_slot_by_slot(form, monkeypatch):
     np.testing.assert_allclose(t, expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.skipif(not hasattr(svd, "svd_tangent"), reason="trgad.svd.svd_tangent not written yet")
+@pytest.mark.skipif(not hasattr(svd, "svd_tangent"), reason="trgad.physics.svdrules.svd_tangent not written yet")
 @pytest.mark.parametrize("form", FORMS)
 def test_trg_tangent_equals_jax_gradient(form):
     schedule, lnz, dlnz = jax_reference(2)

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from trgad import exact
+from trgad.physics import exact
 
 
 @pytest.mark.parametrize("beta,lnz,u,c", [
@@ -53,6 +53,6 @@ def test_kaufman_tends_to_onsager_away_from_beta_c():
 
 @pytest.mark.parametrize("beta,L,needle", [(exact.BETA_C, 8, "beta="), (0.3, 1, "L=1"), (-1.0, 8, "beta=")])
 def test_kaufman_bad_input(beta, L, needle):
-    from trgad.validate import InputError
+    from trgad.runtime.validate import InputError
     with pytest.raises(InputError, match=needle):
         exact.kaufman(beta, L)

@@ -1,4 +1,4 @@
-"""trgad.flowchart: boxes where they are asked for, arrows from edge to edge, bad charts refused."""
+"""trgad.pages.flowchart: boxes where they are asked for, arrows from edge to edge, bad charts refused."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
 
-from trgad import flowchart  # noqa: E402
+from trgad.pages import flowchart  # noqa: E402
 
 C = [("#2a7", "#eaf6ee"), ("#b33", "#fbecec")]
 

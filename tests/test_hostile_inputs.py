@@ -1,7 +1,7 @@
 """Hostile inputs, second round: timeouts that hold, every value of a documented range,
 non-finite and extreme matrices, verdicts within their detection limit, what users type.
 
-Oracles: exact enumeration of the small tori (at negative beta too, enumerated directly),
+Oracles: exact enumeration of the small tori,
 the closed forms of the probe's rule, characteristic polynomials of path matrices, JAX
 against the keyed engine, and the processes the operating system lists.
 """
@@ -18,9 +18,12 @@ import numpy as np
 import pytest
 
 from trgad import cli as trgad_cli
-from trgad import chain, exact, ising, keyed_trg, modes, probe, staged, svd, timing, trg, userstep, validate, verdict
-from trgad import engine as keyed
-from trgad.validate import BETA_MIN, InputError
+from trgad.keyed import chain, keyed_trg
+from trgad.physics import exact, ising, modes, staged, svd, trg, heat, svdrules
+from trgad.growth import probe, userstep, verdict
+from trgad.runtime import timing, validate
+from trgad.keyed import engine as keyed
+from trgad.runtime.validate import BETA_MIN, InputError
 
 
 def one_error_line(capsys, status_expected, status, needle):
@@ -192,7 +195,7 @@ def every_path(beta, schedule):
     for method in modes.METHODS:
         r = modes.value_and_derivatives(beta, schedule, method, order=2)
         out[method] = (r["lnz_per_site"], -r["u"], r["c"])
-    out["staged fd"] = (*staged.value_and_grad_jax(beta, schedule), staged.specific_heat(beta, schedule))
+    out["staged fd"] = (*staged.value_and_grad_jax(beta, schedule), heat.specific_heat(beta, schedule))
     kw = keyed_trg.trg_whole(beta, schedule, keys="interned")
     out["keyed whole"] = (kw["lnz_per_site"], -kw["u"], None)
     ks = keyed_trg.value_and_grad_engine(beta, schedule, keys="interned")
@@ -203,22 +206,15 @@ def every_path(beta, schedule):
 
 
 # second order by every method and engine: the quick tier at 1 step and the ends of the
-# range, the slow tier at 3 steps and at the negative betas too (quick twin of those:
-# test_negative_beta_is_the_mirror_image_everywhere)
-# (-200: the whole graph's reverse-over-reverse d2 was NaN there under JAX 0.10.2, a known
-# bug left open; under the pinned JAX 0.12.0.1 every mode gives the exact value)
-NEGATIVE = [pytest.param(b, marks=pytest.mark.slow) for b in (-0.3, -0.44, -1.0, -200.0)]
+# range, the slow tier at 3 steps and inside the range too
+INSIDE = [pytest.param(b, marks=pytest.mark.slow) for b in (0.3, 0.44, 1.0, 200.0)]
 
 
-@pytest.mark.parametrize("beta", [BETA_MIN, -BETA_MIN, 1e-250] + NEGATIVE)
+@pytest.mark.parametrize("beta", [BETA_MIN, validate.BETA_MAX] + INSIDE)
 @pytest.mark.parametrize("steps", [1, pytest.param(3, marks=pytest.mark.slow)])
-def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(beta, steps):
-    # the smallest normal float64 (JAX flushes anything smaller), a beta where the second
-    # derivative through sqrt(2 sinh beta) used to overflow, and the antiferromagnet,
-    # enumerated directly at negative beta (no symmetry assumed by the oracle)
+def test_every_path_at_the_ends_of_the_range_equals_exact_enumeration(beta, steps):
     ref = exact.torus_exact(beta, steps)
     schedule = trg.truncation_schedule(16, steps, beta)
-    assert schedule == trg.truncation_schedule(16, steps, abs(beta))
     c_ref = beta * beta * ref["d2lnz"]
     for name, (lnz, dlnz, c) in every_path(beta, schedule).items():
         assert lnz == pytest.approx(ref["lnz_per_site"], rel=1e-14), name
@@ -229,38 +225,18 @@ def test_every_path_at_the_ends_and_at_negative_beta_equals_exact_enumeration(be
             assert abs(c - c_ref) <= tol * max(1.0, abs(c_ref)), name
 
 
-@pytest.mark.parametrize("steps", [4, pytest.param(20, marks=pytest.mark.slow)])
-def test_negative_beta_is_the_mirror_image_everywhere(steps):
-    # lnZ/N and c even, u odd, on the TRG (4 or 20 steps) and on Onsager's infinite lattice
-    schedule = trg.truncation_schedule(16, steps, 0.4)
-    plus, minus = (modes.value_and_derivatives(b, schedule, "staged", order=2) for b in (0.4, -0.4))
-    assert minus["lnz_per_site"] == plus["lnz_per_site"]
-    assert minus["u"] == -plus["u"] and minus["c"] == plus["c"]
-    on_p, on_m = exact.onsager(0.4), exact.onsager(-0.4)
-    assert on_m["lnz_per_site"] == pytest.approx(on_p["lnz_per_site"], rel=1e-14)
-    assert on_m["u"] == pytest.approx(-on_p["u"], rel=1e-14) and on_m["c"] == pytest.approx(on_p["c"], rel=1e-12)
-    with pytest.raises(InputError, match="beta=-0.4 is out of range: beta must"):
-        exact.kaufman(-0.4, 3)              # an odd torus is not bipartite
-
-
-@pytest.mark.parametrize("beta", [0.0, -0.0, 1e-310, -5e-324, math.nextafter(BETA_MIN, 0), math.inf, -math.inf,
+@pytest.mark.parametrize("beta", [0.0, -0.0, -0.3, 1e-310, math.nextafter(BETA_MIN, 0), math.inf, -math.inf,
                                   math.nan, math.nextafter(validate.BETA_MAX, math.inf)])
 def test_beta_outside_the_range_is_refused_wherever_it_is_concrete(beta):
     for call in (lambda: trg.truncation_schedule(16, 2, beta), lambda: trg.lnz_per_site(beta, [2, 4]),
                  lambda: trg.lnz_terms(beta, [2, 4]), lambda: modes.value_and_derivatives(beta, [2], "whole"),
-                 lambda: staged.specific_heat(beta, [2]), lambda: exact.torus_exact(beta, 2),
+                 lambda: heat.specific_heat(beta, [2]), lambda: exact.torus_exact(beta, 2),
                  lambda: trg.lnz_per_site(jnp.asarray(beta), [2, 4])):
-        with pytest.raises(InputError, match=r"\|beta\| must be a finite number in \[2.2250738585072014e-308, "):
+        with pytest.raises(InputError, match=r"out of range: beta must be in \[1e-10, 350\]"):
             call()
 
 
-def test_a_traced_beta_cannot_raise_and_gives_nan_outside_the_range():
-    # documented in trg.lnz_per_site: inside jit a value cannot raise
-    f = jax.jit(jax.grad(lambda b: trg.lnz_per_site(b, [2, 4])))
-    assert math.isnan(float(f(0.0))) and math.isfinite(float(f(-0.3)))
-
-
-def test_the_fd_points_stay_normal_floats(monkeypatch):
+def test_the_fd_points_stay_in_the_range(monkeypatch):
     seen = []
     real = staged.value_and_grad_jax
 
@@ -269,10 +245,10 @@ def test_the_fd_points_stay_normal_floats(monkeypatch):
         return real(b, schedule)
 
     monkeypatch.setattr(staged, "value_and_grad_jax", record)
-    for beta in (BETA_MIN, 1.5 * BETA_MIN, 3 * BETA_MIN, -BETA_MIN, validate.BETA_MAX):
+    for beta in (BETA_MIN, 1.5 * BETA_MIN, 3 * BETA_MIN, validate.BETA_MAX):
         seen.clear()
-        c = staged.specific_heat(beta, trg.truncation_schedule(16, 2, beta))
-        assert math.isfinite(c) and abs(c) < 1e-300 or beta == validate.BETA_MAX and c == 0.0
+        c = heat.specific_heat(beta, trg.truncation_schedule(16, 2, beta))
+        assert math.isfinite(c) and abs(c) < 1e-15
         assert len(seen) == 2 and all(BETA_MIN <= b <= validate.BETA_MAX for b in seen) and seen[0] > seen[1]
 
 
@@ -283,15 +259,14 @@ def test_cli_trg_at_the_smallest_beta_and_below(capsys):
         assert trgad_cli.main(["trg", "--beta", b, "--steps", "3", "--chi", "4", "--method", method,
                                "--specific-heat", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["lnz_per_site"] == pytest.approx(math.log(2), rel=1e-15) and abs(out["u"]) < 1e-15
-        assert out["c"] == 0.0
+        assert out["lnz_per_site"] == pytest.approx(math.log(2), rel=1e-15)
+        assert out["u"] == pytest.approx(-2 * BETA_MIN, rel=1e-6) and abs(out["c"]) < 1e-15
     assert trgad_cli.main(["trg", "--beta", b, "--steps", "3", "--method", "staged", "--specific-heat",
                            "--c-method", "fd", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert abs(out["c"]) < 1e-15 and out["fd_step"] == BETA_MIN / 2
-    status = trgad_cli.main(["trg", "--beta", "1e-310", "--steps", "3", "--chi", "4", "--json"])
-    one_error_line(capsys, 2, status, "beta='1e-310' is out of range: beta must be a finite number in "
-                                      "[2.2250738585072014e-308, 8.988465674311579e+307]")
+    status = trgad_cli.main(["trg", "--beta", "1e-11", "--steps", "3", "--chi", "4", "--json"])
+    one_error_line(capsys, 2, status, "beta='1e-11' is out of range: beta must be in [1e-10, 350]")
 
 
 @pytest.mark.parametrize("engine", ["jax", "keyed"])
@@ -355,7 +330,7 @@ def test_non_finite_matrices_are_refused_before_any_svd(no_lapack, bad):
     calls = {
         "truncated_svd": lambda: svd.truncated_svd(M, 2),
         "balanced_split": lambda: svd.balanced_split(jnp.asarray(M), 2),
-        "svd_tangent (NumPy)": lambda: svd.svd_tangent(np, M, np.eye(4)[:, :2], np.ones(2), np.eye(4)[:2], M),
+        "svd_tangent (NumPy)": lambda: svdrules.svd_tangent(np, M, np.eye(4)[:, :2], np.ones(2), np.eye(4)[:2], M),
         "engine svd": lambda: keyed.svd(keyed.leaf(M, "interned"), 2),
         "cut_spectra": lambda: trg.cut_spectra(T, 2, chi=4),
         "split_spectra": lambda: trg.split_spectra(T),
@@ -372,7 +347,7 @@ def test_under_jit_a_non_finite_matrix_gives_nan_and_never_hangs(tmp_path, monke
     (tmp_path / "svd_inf.py").write_text(textwrap.dedent("""\
         import math
         import jax, numpy as np
-        from trgad import svd
+        from trgad.physics import svd
 
         def jitted(which):
             M = np.random.default_rng(0).normal(size=(4, 4))
@@ -483,7 +458,7 @@ def test_negative_option_values_are_values():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["trg", "--beta", "-1e-3"], "beta='-1e-3' is out of range: beta must be in [2.2250738585072014e-308"),
+    (["trg", "--beta", "-1e-3"], "beta='-1e-3' is out of range: beta must be in [1e-10, 350]"),
     (["trg", "--beta", "-inf"], "beta='-inf' is out of range"),
     (["bench", "--beta", "-1e-300"], "beta='-1e-300' is out of range"),
     (["trg", "--chi", "-4"], "chi='-4' is out of range"),

@@ -1,4 +1,4 @@
-"""The impurity method (trgad.impurity) and the staged cotangents (staged.cotangents), against
+"""The impurity method (trgad.topics.impurity) and the staged cotangents (staged.cotangents), against
 independent oracles: exact enumeration of the small tori, Kaufman's finite torus, finite
 differences of the NumPy TRG, jax.grad of the site tensor, and the staged pass's own gradient."""
 import jax
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import InputError, exact, impurity, ising, staged, trg
+from trgad import InputError
+from trgad.physics import exact, ising, staged, trg
+from trgad.topics import impurity
 
 
 def _lnz_from(T0, schedule):
@@ -25,13 +27,12 @@ def test_energy_tensor_is_minus_the_beta_derivative_of_the_site_tensor():
         dT = jax.jacfwd(lambda x: ising.initial_tensor(x, trg.JAX))(jnp.float64(b))
         want = -(2.0 * ising.initial_tensor(b, trg.NUMPY) + np.asarray(dT))
         np.testing.assert_allclose(impurity.energy_tensor(b), want, rtol=1e-13, atol=1e-15)
-        np.testing.assert_array_equal(impurity.energy_tensor(-b), impurity.energy_tensor(b))
 
 
-@pytest.mark.parametrize("beta", [0.3, 0.44, -0.3])
+@pytest.mark.parametrize("beta", [0.3, 0.44, 0.9])
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
 def test_exact_on_the_small_tori(beta, steps):
-    ks = trg.truncation_schedule(16, steps, abs(beta))        # nothing truncated
+    ks = trg.truncation_schedule(16, steps, beta)             # nothing truncated
     r = impurity.internal_energy(beta, ks)
     e = exact.torus_exact(beta, steps)                         # all 2**N states
     assert r["u"] == pytest.approx(-e["dlnz"], abs=1e-12)

@@ -2,9 +2,9 @@
 import pytest
 
 import trgad  # noqa: F401  (float64 for JAX)
-from trgad import chain, keylayout, keys
-from trgad import engine as keyed
-from trgad.validate import InputError
+from trgad.keyed import chain, keylayout, keys
+from trgad.keyed import engine as keyed
+from trgad.runtime.validate import InputError
 
 
 class Node:

@@ -1,12 +1,14 @@
 """The package's rooms run one way (static, from the source: nothing is imported here).
 
-Layers, bottom to top: support <- JAX core <- engine side <- front ends.  Every import of a
-``trgad`` module in ``src/trgad`` counts, function-level ones included: ``from .x import``,
-``from . import x``, ``from trgad.x import``, ``import trgad.x``.  Checked: no cycle; the
-JAX core and support reach nothing on the engine side or the front ends; support reaches
-nothing above it; each module is in exactly one layer; no upper-case module constant is
-defined in two modules; no ``module._private`` use (or ``from m import _private``) outside
-its module, in the package and in the book's code cells.
+The rooms are the subpackages of ``src/trgad`` (the top-level modules, the front ends, make
+one more), in layers, bottom to top: the runtime <- the JAX core and the book's pages <- the
+Part II topics, the keyed engine and the tenferro-rs harness <- the growth probe <- the front
+ends.  Every import of a ``trgad`` module counts, function-level ones included: ``from .x
+import``, ``from ..room.x import``, ``from . import x``, ``from trgad.room.x import``,
+``import trgad.room.x``.  Checked: every module is in a room of one layer; an import between
+rooms points down a layer (within a room, any direction); no cycle between modules; no
+upper-case module constant is defined in two modules; no ``module._private`` use (or ``from
+m import _private``) outside its module, in the package and in the book's code cells.
 """
 from __future__ import annotations
 
@@ -19,96 +21,103 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "trgad"
 
-SUPPORT = {"validate", "caps", "timing", "show", "recorded", "verdict", "userstep", "compiled", "cache",
-           "report", "flowchart"}
-CORE = {"ising", "trg", "svd", "whole", "staged", "modes", "exact", "params", "transition",
-        "fixedpoint", "elsewhere", "broadened", "impurity"}
-ENGINE = {"keys", "keylayout", "rules", "program", "engine", "keyed_trg", "chain", "probe", "tenferro",
-          "callgrind"}
-FRONT = {"cli", "bench", "__main__"}
-LAYERS = [SUPPORT, CORE, ENGINE, FRONT]          # each may use itself and those before it
-PACKAGE_INIT = "__init__"                        # imports the core and support for users
+FRONT = ""                                       # the top-level modules: cli, bench, __main__
+LAYERS = [{"runtime"}, {"physics", "pages"}, {"topics", "keyed", "harness"}, {"growth"}, {FRONT}]
+PACKAGE_INIT = "__init__"                        # imports the core and the runtime for users
+INIT_MAY_USE = {"runtime", "physics"}
+
+
+def _name(path):
+    """``physics.trg`` for src/trgad/physics/trg.py, ``physics`` for its ``__init__``,
+    ``cli`` for src/trgad/cli.py and ``__init__`` for the package's own."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
 
 
 def _modules():
-    return {p.stem: ast.parse(p.read_text(), filename=str(p)) for p in sorted(PACKAGE.glob("*.py"))}
+    return {_name(p): ast.parse(p.read_text(), filename=str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imported(tree):
-    """(line, module) for every import of a trgad module anywhere in ``tree``."""
+def _room(name):
+    """A module's room: its subpackage, or FRONT for a top-level module."""
+    return name.split(".")[0] if "." in name or (PACKAGE / name).is_dir() else FRONT
+
+
+def _package_of(name):
+    """The package a module's relative imports start from (its room, or the top level)."""
+    if (PACKAGE / name.replace(".", "/")).is_dir():
+        return name
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _imported(tree, name="", known=None):
+    """(line, module) for every import of a trgad module anywhere in ``tree``, the module
+    named by its dotted path under trgad (``physics.trg``); ``name`` is the importing module
+    (for relative imports), ``known`` the modules that exist (``from p import x`` names module
+    ``p.x`` when it exists, else ``p``)."""
+    known = set(_modules()) if known is None else known
+
+    def resolve(base, names):
+        out = []
+        for a in names:
+            full = f"{base}.{a}" if base else a
+            out.append(full if full in known else base)
+        return out
+
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:                                  # from .x import / from . import x
-                if node.module:
-                    found.append((node.lineno, node.module.split(".")[0]))
-                else:
-                    found += [(node.lineno, a.name) for a in node.names]
-            elif node.level == 0 and node.module and node.module.split(".")[0] == "trgad":
-                parts = node.module.split(".")
-                if len(parts) > 1:
-                    found.append((node.lineno, parts[1]))
-                else:                                            # from trgad import x
-                    found += [(node.lineno, a.name) for a in node.names]
+            if node.level:
+                base = _package_of(name).split(".") if _package_of(name) else []
+                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                base = ".".join(base + (node.module.split(".") if node.module else []))
+            elif node.module and node.module.split(".")[0] == "trgad":
+                base = ".".join(node.module.split(".")[1:])
+            else:
+                continue
+            found += [(node.lineno, m) for m in resolve(base, [a.name for a in node.names]) if m]
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == "trgad" and len(parts) > 1:
-                    found.append((node.lineno, parts[1]))
+                    found.append((node.lineno, ".".join(parts[1:])))
     return found
 
 
 def _graph():
     mods = _modules()
-    return {name: {m for _, m in _imported(tree) if m in mods and m != name} for name, tree in mods.items()}
+    known = set(mods)
+    return {name: {m for _, m in _imported(tree, name, known) if m in mods and m != name}
+            for name, tree in mods.items()}
 
 
-def _layer(name):
-    for i, layer in enumerate(LAYERS):
-        if name in layer:
-            return i
-    return None
+def _layer(room):
+    return next(i for i, layer in enumerate(LAYERS) if room in layer)
 
 
-def test_every_module_has_one_layer():
-    names = set(_modules()) - {PACKAGE_INIT}
-    assert all(sum(name in layer for layer in LAYERS) == 1 for name in names), \
-        sorted(n for n in names if sum(n in layer for layer in LAYERS) != 1)
-    assert set().union(*LAYERS) - {"__main__"} <= names | {"__main__"}
+def test_every_module_has_one_room_of_one_layer():
+    rooms = {_room(name) for name in _modules() if name != PACKAGE_INIT}
+    assert all(sum(room in layer for layer in LAYERS) == 1 for room in rooms), rooms
+    assert set().union(*LAYERS) <= rooms | {FRONT}
+    assert {"physics.trg", "runtime.validate", "cli", "keyed.engine"} <= set(_modules())
 
 
-def test_imports_point_down_or_sideways_only():
+def test_imports_between_rooms_point_down_only():
     mods = _modules()
     bad = []
     for name, tree in mods.items():
-        for line, target in _imported(tree):
+        for line, target in _imported(tree, name, set(mods)):
             if target not in mods or target == name:
                 continue
             if name == PACKAGE_INIT:
-                if _layer(target) not in (0, 1):
+                if _room(target) not in INIT_MAY_USE:
                     bad.append(f"{name}:{line} -> {target}")
-            elif _layer(target) > _layer(name):
-                bad.append(f"{name}.py:{line} imports {target} (layer {_layer(target)} above {_layer(name)})")
+            elif _room(target) != _room(name) and _layer(_room(target)) >= _layer(_room(name)):
+                bad.append(f"{name}:{line} imports {target} (room {_room(target) or 'front'} not below "
+                           f"{_room(name) or 'front'})")
     assert not bad, bad
-
-
-def test_support_and_core_never_reach_the_engine_or_front_ends():
-    graph = _graph()
-    reach = {}
-
-    def reachable(name, seen=None):
-        seen = set() if seen is None else seen
-        for m in graph[name]:
-            if m not in seen:
-                seen.add(m)
-                reachable(m, seen)
-        return seen
-
-    for name in SUPPORT | CORE:
-        reach[name] = reachable(name)
-        assert not reach[name] & (ENGINE | FRONT), (name, sorted(reach[name] & (ENGINE | FRONT)))
-    for name in SUPPORT:
-        assert reach[name] <= SUPPORT, (name, sorted(reach[name] - SUPPORT))
 
 
 def test_no_import_cycle():
@@ -128,6 +137,15 @@ def test_no_import_cycle():
         if name not in state:
             visit(name, [name])
     assert not cycles, cycles
+
+
+MAX_LINES = 400
+
+
+def test_no_module_over_the_line_limit():
+    long = {p.relative_to(PACKAGE).as_posix(): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
 
 
 def _constants(tree):
@@ -181,7 +199,8 @@ def _private_uses(tree, module_names, own=None):
 
 def test_no_private_name_used_outside_its_module():
     mods = _modules()
-    hits = {name: h for name, tree in mods.items() if (h := _private_uses(tree, set(mods)))}
+    short = {name.split(".")[-1] for name in mods}
+    hits = {name: h for name, tree in mods.items() if (h := _private_uses(tree, short))}
     assert not hits, hits
 
 
@@ -227,14 +246,21 @@ def test_no_private_name_in_a_chapter(chapter):
 
 def test_the_checks_see_what_they_look_for():
     # the walkers find what they are written to find (a check that cannot fail checks nothing)
-    tree = ast.parse("from . import staged\nfrom .modes import _c\nimport trgad.whole\n"
-                     "def f():\n    from trgad.engine import leaf\n    return staged._schedule, staged.x\n")
-    assert sorted(m for _, m in _imported(tree)) == ["engine", "modes", "staged", "whole"]
+    known = {"physics", "physics.staged", "physics.modes", "physics.whole", "keyed.engine", "runtime",
+             "runtime.validate", "cli"}
+    tree = ast.parse("from . import staged\nfrom .modes import _c\nimport trgad.physics.whole\n"
+                     "from ..runtime.validate import InputError\nfrom .. import cli\n"
+                     "def f():\n    from trgad.keyed.engine import leaf\n    return staged._schedule, staged.x\n")
+    assert sorted(m for _, m in _imported(tree, "physics.trg", known)) == \
+        ["cli", "keyed.engine", "physics.modes", "physics.staged", "physics.whole", "runtime.validate"]
+    top = ast.parse("from .physics import staged\nfrom .runtime.validate import X\nfrom . import bench\n")
+    assert sorted(m for _, m in _imported(top, "cli", known | {"bench"})) == \
+        ["bench", "physics.staged", "runtime.validate"]
     assert len(_private_uses(tree, {"staged", "modes", "whole", "engine"})) == 2
-    page = ("Text naming `trgad.svd._frozen_solves` and `svd.balanced_split`.\n\n"
-            "```{code-cell} ipython3\n:tags: [hide-input]\n\nfrom trgad import engine as keyed\n"
+    page = ("Text naming `trgad.physics.svd._frozen_solves` and `svd.balanced_split`.\n\n"
+            "```{code-cell} ipython3\n:tags: [hide-input]\n\nfrom trgad.keyed import engine as keyed\n"
             "print(keyed._graph, keyed.vjp)\nbuildext = load()\nbuildext._VERSIONED\n```\n")
     assert _chapter_private_uses(page) == ["code line 3: keyed._graph", "code line 5: buildext._VERSIONED",
-                                           "line 3: keyed._graph", "prose: `trgad.svd._frozen_solves`"]
+                                           "line 3: keyed._graph", "prose: `trgad.physics.svd._frozen_solves`"]
     assert "X_MAX" in _constants(ast.parse("X_MAX = 1\n_Y = 2\nz = 3\n"))
 

@@ -1,4 +1,4 @@
-"""Every mode of differentiation (trgad.modes): u against the staged gradient, c between the
+"""Every mode of differentiation (trgad.physics.modes): u against the staged gradient, c between the
 methods, against exact enumeration of the 16-site torus and against Onsager; the
 checkpointed scan; bad input."""
 import math
@@ -7,7 +7,9 @@ import jax
 import pytest
 
 import trgad
-from trgad import InputError, compiled, modes, staged, trg
+from trgad import InputError
+from trgad.runtime import compiled
+from trgad.physics import modes, staged, trg
 
 BETA = 0.3
 

@@ -1,10 +1,12 @@
-"""Gradients in many parameters (trgad.params): reverse mode against forward mode, central
+"""Gradients in many parameters (trgad.topics.params): reverse mode against forward mode, central
 finite differences, the chain rule to d lnZ/N / d beta (tensor) and Euler's relation
 (couplings)."""
 import numpy as np
 import pytest
 
-from trgad import InputError, ising, params, trg
+from trgad import InputError
+from trgad.physics import ising, trg
+from trgad.topics import params
 
 BETA = 0.3
 
@@ -50,7 +52,7 @@ def test_bad_input(schedule):
         params.gradient(BETA, schedule, "spins")
     with pytest.raises(InputError, match="mode='sideways'"):
         params.gradient(BETA, schedule, "tensor", "sideways")
-    # "forward" names forward mode for one more release (trgad.validate.DEPRECATED_NAMES)
+    # "forward" names forward mode for one more release (trgad.runtime.validate.DEPRECATED_NAMES)
     assert params.gradient(BETA, schedule, "couplings", "forward")["mode"] == "forward_mode"
     with pytest.raises(InputError, match="h="):
         params.finite_difference(BETA, schedule, "tensor", h=1.0)

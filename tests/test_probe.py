@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import probe, verdict
-from trgad.chain import analytic_grad
+from trgad.growth import probe, verdict, graphs
+from trgad.keyed.chain import analytic_grad
 
 
 def chain(y):
@@ -138,7 +138,7 @@ def test_jax_probe_without_execution_counts_equations_only():
     ran = probe.growth(chain, 1.1, engine="jax", depths=depths, budget=60)
     assert g.derivative_ops == ran.derivative_ops          # the same jaxprs, compiled or not
     assert all(t > 0 for t in ran.run_seconds) and ran.grads[0] == pytest.approx(
-        jax.grad(lambda x: probe.chain_step(probe.chain_step(probe.chain_step(probe.chain_step(x)))))(1.1))
+        jax.grad(lambda x: graphs.chain_step(graphs.chain_step(graphs.chain_step(graphs.chain_step(x)))))(1.1))
     ops = dict(zip(depths, g.derivative_ops))               # equations per layer: one constant
     assert (ops[16] - ops[8]) == 2 * (ops[8] - ops[4])
 
@@ -159,7 +159,7 @@ def test_argument_used_three_times_is_exponential_base_3():
 def test_builtin_graphs_structural_exponential_interned_polynomial(name):
     # the book's table (book/detect.md): every loop that reuses a value is exponential with
     # structural keys, every one is polynomial with interned keys
-    step, x0, _ = probe.BUILTINS[name]
+    step, x0, _ = graphs.BUILTINS[name]
     assert probe.growth(step, x0, keys="structural", budget=10).verdict == "exponential"
     assert probe.growth(step, x0, keys="interned", budget=10).verdict == "polynomial"
 
@@ -196,7 +196,7 @@ HAND_COUNTED = {
 
 @pytest.mark.parametrize("name", HAND_COUNTED)
 def test_path_matrix_of_the_builtin_steps_is_the_hand_count(name):
-    step, x0, _ = probe.BUILTINS[name]
+    step, x0, _ = graphs.BUILTINS[name]
     assert probe.path_matrix(step, x0) == HAND_COUNTED[name]
 
 
@@ -208,10 +208,10 @@ def test_path_matrix_of_a_swap_and_a_constant():
 @pytest.mark.parametrize("name", ["power", "evolve"])
 def test_path_counts_of_unrolled_steps_are_matrix_powers(name):
     # independent of path_matrix: count the paths on the unrolled graph itself
-    from trgad import engine as keyed
-    from trgad.keys import path_count
+    from trgad.keyed import engine as keyed
+    from trgad.keyed.keys import path_count
 
-    step, x0, _ = probe.BUILTINS[name]
+    step, x0, _ = graphs.BUILTINS[name]
     M = np.array(probe.path_matrix(step, x0), dtype=object)   # exact integer products
     leaves = [keyed.leaf(v, "structural") for v in x0]
     state, power = tuple(leaves), np.identity(len(x0), dtype=object)
@@ -222,7 +222,7 @@ def test_path_counts_of_unrolled_steps_are_matrix_powers(name):
 
 
 def test_structural_visits_grow_by_the_largest_eigenvalue_of_the_path_matrix():
-    step, x0, _ = probe.BUILTINS["evolve"]
+    step, x0, _ = graphs.BUILTINS["evolve"]
     rho = max(abs(np.linalg.eigvals(np.array(probe.path_matrix(step, x0), dtype=float))))
     assert rho == pytest.approx((3 + 5 ** 0.5) / 2, rel=1e-12)
     g = probe.growth(step, x0, depths=range(6, 13), keys="structural", budget=60)

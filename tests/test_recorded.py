@@ -1,10 +1,11 @@
-"""The recorded figures (trgad.recorded) against this book's code and against each other."""
+"""The recorded figures (trgad.pages.recorded) against this book's code and against each other."""
 import re
 from pathlib import Path
 
 import yaml
 
-from trgad import recorded, trg
+from trgad.pages import recorded
+from trgad.physics import trg
 
 ROOT = Path(__file__).resolve().parents[1]
 

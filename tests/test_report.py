@@ -1,7 +1,8 @@
-"""trgad.report: the rows the reproducibility appendix shows come from this process."""
+"""trgad.pages.report: the rows the reproducibility appendix shows come from this process."""
 import platform
 
-from trgad import caps, report
+from trgad.runtime import caps
+from trgad.pages import report
 
 
 def test_software_rows_name_python_and_each_distribution():

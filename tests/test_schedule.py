@@ -1,11 +1,15 @@
 """A truncation schedule is a non-empty sequence of positive integers, checked in one place
-(trgad.validate.check_schedule) by every entry point that takes one."""
+(trgad.runtime.validate.check_schedule) by every entry point that takes one."""
 import numpy as np
 import pytest
 
 import trgad  # noqa: F401  (float64)
-from trgad import bench, keyed_trg, modes, params, staged, trg, validate, whole
-from trgad.validate import InputError
+from trgad import bench
+from trgad.keyed import keyed_trg
+from trgad.physics import modes, staged, trg, whole, heat
+from trgad.topics import params
+from trgad.runtime import validate
+from trgad.runtime.validate import InputError
 
 BETA = 0.3
 
@@ -51,8 +55,8 @@ ENTRY_POINTS = {
     "whole.specific_heat_autodiff": lambda s: whole.specific_heat_autodiff(BETA, s),
     "staged.value_and_grad_jax": lambda s: staged.value_and_grad_jax(BETA, s),
     "staged.value_grad_hess_jax": lambda s: staged.value_grad_hess_jax(BETA, s),
-    "staged.specific_heat": lambda s: staged.specific_heat(BETA, s),
-    "staged.specific_heat_exact": lambda s: staged.specific_heat_exact(BETA, s),
+    "heat.specific_heat": lambda s: heat.specific_heat(BETA, s),
+    "heat.specific_heat_exact": lambda s: heat.specific_heat_exact(BETA, s),
     "staged.step_residuals": lambda s: staged.step_residuals(BETA, s),
     "staged.full_size_steps": staged.full_size_steps,
     "modes.value_and_derivatives": lambda s: modes.value_and_derivatives(BETA, s, "whole"),

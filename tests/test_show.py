@@ -1,4 +1,4 @@
-"""trgad.show: what Jupyter displays for a value or table the book shows.
+"""trgad.pages.show: what Jupyter displays for a value or table the book shows.
 
 Oracles: IPython's own display formatter (what a kernel sends to JupyterLab and to
 myst-nb), Python's format(), and markdown-it (the parser MyST is built on) for tables.
@@ -9,7 +9,7 @@ import pytest
 from IPython.core.formatters import DisplayFormatter
 from markdown_it import MarkdownIt
 
-from trgad import show
+from trgad.pages import show
 
 
 def bundle(obj):

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import svd
-from trgad.validate import InputError
+from trgad.physics import svd
+from trgad.runtime.validate import InputError
 
 
 def _vjps(M, k, Xb, Yb):

@@ -1,5 +1,5 @@
 """Staged differentiation (one VJP per TRG step): values against the whole graph, the keyed
-engine (trgad.keyed_trg), the exact small tori and Onsager; no NaN deep or near beta_c; the
+engine (trgad.keyed.keyed_trg), the exact small tori and Onsager; no NaN deep or near beta_c; the
 command line."""
 import json
 import math
@@ -7,7 +7,9 @@ import math
 import pytest
 
 import trgad
-from trgad import keyed_trg, modes, recorded, staged, trg, whole
+from trgad.keyed import keyed_trg
+from trgad.physics import modes, staged, trg, whole, heat
+from trgad.pages import recorded
 
 BETA = 0.3
 
@@ -70,7 +72,7 @@ def test_staged_jax_equals_staged_engine():
 
 @pytest.mark.slow
 def test_specific_heat_close_to_onsager(schedule20):
-    c = staged.specific_heat(BETA, schedule20)
+    c = heat.specific_heat(BETA, schedule20)
     assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
     assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source report's c
 
@@ -88,13 +90,13 @@ def test_no_nan_deep_and_near_critical_point():
 
 def test_bad_input():
     with pytest.raises(trgad.InputError):
-        staged.value_and_grad_jax(0.0, [2])         # (a negative beta is the antiferromagnet)
+        staged.value_and_grad_jax(-0.3, [2])
     with pytest.raises(trgad.InputError):
         staged.value_and_grad_jax(BETA, [])
     with pytest.raises(trgad.InputError, match="order=3"):
         keyed_trg.staged_derivatives(BETA, [2], order=3)
     with pytest.raises(trgad.InputError):
-        staged.specific_heat(BETA, [2], h=1.0)
+        heat.specific_heat(BETA, [2], h=1.0)
     with pytest.raises(trgad.InputError):
         keyed_trg.specific_heat(BETA, [2], h=1.0)
     with pytest.raises(trgad.InputError, match=r"schedule=\[2, 0\]"):
@@ -113,7 +115,7 @@ def test_fd_specific_heat_names_its_step(engine):
         out = keyed_trg.staged_derivatives(BETA, [2, 4, 4], order=2)
         assert keyed_trg.staged_derivatives(BETA, [2])["c"] is None
         assert out["keys"] == "structural" and out["key_visits"] > 0
-    assert out["fd_step"] == staged.FD_STEP          # the source report's h at beta = 0.3
+    assert out["fd_step"] == heat.FD_STEP          # the source report's h at beta = 0.3
     assert out["c_method"] == "fd"
     assert out["c"] == pytest.approx(c_exact, rel=1e-6)
     assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
@@ -124,7 +126,7 @@ def test_exact_specific_heat_is_the_default():
     assert out["c_method"] == "exact" and out["fd_step"] is None
     assert abs(out["c"] - BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]) < 1e-12
     assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
-    assert staged.specific_heat_exact(BETA, [2, 4, 4]) == out["c"]
+    assert heat.specific_heat_exact(BETA, [2, 4, 4]) == out["c"]
 
 
 @pytest.mark.parametrize("steps", [1, 3, 4])
@@ -159,9 +161,9 @@ def test_compile_ahead_refuses_a_bad_order():
         staged.compile_ahead([2, 4], order=3)
 
 
-@pytest.mark.parametrize("beta", [1e-6, 1e12])
+@pytest.mark.parametrize("beta", [1e-10, 1e-6, 350.0])
 def test_fd_step_keeps_both_points_positive_and_distinct(beta):
-    h = staged.fd_step(beta)
+    h = heat.fd_step(beta)
     assert 0 < beta - h < beta < beta + h
 
 

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trgad import exact, svd, trg
-from trgad.validate import InputError
+from trgad.physics import exact, svd, trg, svdrules
+from trgad.runtime.validate import InputError
 
 
 
@@ -159,7 +159,7 @@ def test_split_tangent_against_differences_in_numpy(m, n, k):
         return U[:, :k] * r, r[:, None] * Vh[:k], s, (U[:, k:], s[k:], Vh[k:])
 
     X, Y, s, disc = halves_at(0.0)
-    dX, dY = svd.split_tangent(np, M, X, Y, s[:k], dM, disc)
+    dX, dY = svdrules.split_tangent(np, M, X, Y, s[:k], dM, disc)
     (Xp, Yp, *_), (Xm, Ym, *_) = halves_at(h), halves_at(-h)
 
     def fd(f):
@@ -278,8 +278,8 @@ def test_pullback_is_the_transpose_of_the_tangent(m, n, k):
     for xp in (np, jnp):
         args = [xp.asarray(a) for a in (M, U, s, Vh)]
         disc = tuple(xp.asarray(a) for a in (U_all[:, k:], s_all[k:], Vh_all[k:]))
-        tangents = svd.svd_tangent(xp, *args, xp.asarray(dM), disc)
-        M_bar = svd.svd_pullback(xp, *args, *(xp.asarray(b) for b in bars), disc)
+        tangents = svdrules.svd_tangent(xp, *args, xp.asarray(dM), disc)
+        M_bar = svdrules.svd_pullback(xp, *args, *(xp.asarray(b) for b in bars), disc)
         lhs = sum(float(np.sum(np.asarray(b) * np.asarray(t))) for b, t in zip(bars, tangents))
         assert lhs == pytest.approx(float(np.sum(np.asarray(M_bar) * dM)), rel=1e-12)
     # the tangent against central differences of a sign-fixed SVD
@@ -290,7 +290,7 @@ def test_pullback_is_the_transpose_of_the_tangent(m, n, k):
         sign = np.sign(np.sum(Ux[:, :k] * U, axis=0))
         return Ux[:, :k] * sign, sx[:k], Vhx[:k] * sign[:, None]
 
-    dU, ds, dVh = svd.svd_tangent(np, M, U, s, Vh, dM)
+    dU, ds, dVh = svdrules.svd_tangent(np, M, U, s, Vh, dM)
     for t, plus, minus in zip((dU, ds, dVh), parts(h), parts(-h)):
         assert np.allclose(t, (plus - minus) / (2 * h), rtol=1e-6, atol=1e-7)
 
@@ -320,9 +320,9 @@ def test_resolvent_equals_linear_solves_and_its_derivative_equals_finite_differe
     shifts = w_all[:2] ** 2
     R = rng.normal(size=(m, 2))
     oracle = np.stack([np.linalg.solve(sh * np.eye(m) - P @ P.T, R[:, i]) for i, sh in enumerate(shifts)], 1)
-    assert np.allclose(svd.resolvent(np, P, shifts, R, W, w), oracle, rtol=1e-11, atol=1e-12)
+    assert np.allclose(svdrules.resolvent(np, P, shifts, R, W, w), oracle, rtol=1e-11, atol=1e-12)
     args = [jnp.asarray(a) for a in (P, shifts, R, W, w)]
-    assert np.allclose(svd.resolvent(jnp, *args), oracle, rtol=1e-11, atol=1e-12)
+    assert np.allclose(svdrules.resolvent(jnp, *args), oracle, rtol=1e-11, atol=1e-12)
 
     # first and second derivatives in P, shifts and R at once, against the linear solves
     dirs = [rng.normal(size=a.shape) for a in (P, shifts, R)]
@@ -334,7 +334,7 @@ def test_resolvent_equals_linear_solves_and_its_derivative_equals_finite_differe
 
     def loss(x):
         Px, sx, Rx = (a + x * d for a, d in zip(args[:3], dirs))
-        return jnp.sum(C * svd.resolvent(jnp, Px, sx, Rx, args[3], args[4]))
+        return jnp.sum(C * svdrules.resolvent(jnp, Px, sx, Rx, args[3], args[4]))
 
     assert float(jax.grad(loss)(0.0)) == pytest.approx(fd1(loss_oracle), rel=1e-7)
     assert float(jax.jvp(loss, (0.0,), (1.0,))[1]) == pytest.approx(fd1(loss_oracle), rel=1e-7)
@@ -352,7 +352,7 @@ def test_frozen_solves_invert_their_operators(xp):
     w = np.array([0.5, 0.2, 0.1, 0.05])                  # no w**2 equals an s_i**2
     A_left, A_right = U_d @ np.diag(w**2) @ U_d.T, V_d @ np.diag(w**2) @ V_d.T
     cast = (lambda a: a) if xp is np else jnp.asarray
-    inv, lyap, left, right = svd.frozen_solves(
+    inv, lyap, left, right = svdrules.frozen_solves(
         xp, cast(np.diag(s)), cast(s), lambda Z: cast(A_left) @ Z, lambda Z: cast(A_right) @ Z,
         cast(U_d), cast(V_d), cast(w))
     S = np.diag(s)

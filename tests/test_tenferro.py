@@ -1,4 +1,4 @@
-"""tenferro-rs 0.8.0 itself, through the book's harness (tenferro-harness/, trgad.tenferro):
+"""tenferro-rs 0.8.0 itself, through the book's harness (tenferro-harness/, trgad.harness.tenferro):
 its gradients against JAX's, its gradient program linear in the steps, its transform
 exponential, the capped run killed with nothing left running, the staged VJPs equal to the
 whole graph, bad arguments refused in one line.
@@ -13,8 +13,9 @@ import jax
 import pytest
 
 import trgad  # noqa: F401
-from trgad import tenferro, trg
-from trgad.validate import InputError
+from trgad.harness import tenferro
+from trgad.physics import trg
+from trgad.runtime.validate import InputError
 
 from conftest import assert_error
 
@@ -101,7 +102,7 @@ def test_staged_equals_whole(whole_runs):
 
 @pytest.mark.slow
 def test_staged_twenty_steps_equals_jax():
-    from trgad import modes
+    from trgad.physics import modes
 
     schedule = trg.truncation_schedule(CHI, 20, BETA)
     out = tenferro.staged(20, BETA, CHI, repeats=1)

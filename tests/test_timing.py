@@ -3,7 +3,8 @@ import time
 
 import pytest
 
-from trgad import InputError, timing
+from trgad import InputError
+from trgad.runtime import timing
 
 
 def test_time_call_counts_repeats():
@@ -28,7 +29,7 @@ def test_capped_sweep_stops_after_first_measurement_over_cap():
 
 
 def test_run_with_timeout_returns_value():
-    res = timing.run_with_timeout("trgad.exact:torus_exact", {"beta": 0.3, "steps": 1}, timeout=60)
+    res = timing.run_with_timeout("trgad.physics.exact:torus_exact", {"beta": 0.3, "steps": 1}, timeout=60)
     assert res.returned and res.value["sites"] == 2
     assert "returned" in res.message
 
@@ -57,7 +58,7 @@ def test_bad_caps():
 
 def test_run_with_timeout_passes_input_errors_back():
     # an InputError in the child is bad input, not a crash: its one-line message comes back
-    res = timing.run_with_timeout("trgad.chain:run", {"depth": 0, "fanout": 2}, timeout=60)
+    res = timing.run_with_timeout("trgad.keyed.chain:run", {"depth": 0, "fanout": 2}, timeout=60)
     assert not res.returned and res.error is None
     assert res.input_error == "depth=0 is out of range: depth must be an integer in [1, 100000]"
     assert res.message.startswith("bad input: depth=0")
@@ -127,7 +128,7 @@ def test_count_eqns_without_nesting_is_the_top_level_length():
 
 
 def test_ties_and_leads_follow_one_rule():
-    from trgad.timing import TIE_RTOL, faster, tie
+    from trgad.runtime.timing import TIE_RTOL, faster, tie
     assert tie(1.0, 1.0 + TIE_RTOL) and tie(1.0 + TIE_RTOL, 1.0)
     assert not tie(1.0, 1.0 + 2 * TIE_RTOL) and faster(1.0, 1.0 + 2 * TIE_RTOL)
     assert not faster(1.0, 1.01) and not faster(1.2, 1.0)

@@ -1,4 +1,4 @@
-"""c(beta) across the transition (trgad.transition): the grid, the scan against the whole
+"""c(beta) across the transition (trgad.topics.transition): the grid, the scan against the whole
 graph's exact second derivative and Onsager, the peak on a known parabola, refused
 schedules reported per beta."""
 import math
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import InputError, modes, transition, trg
+from trgad import InputError
+from trgad.physics import modes, trg
+from trgad.topics import transition
 
 
 def test_beta_grid_is_denser_near_beta_c():

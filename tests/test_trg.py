@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import trgad
-from trgad import exact, ising, recorded, svd, trg, whole
+from trgad.physics import exact, ising, svd, trg, whole, svdrules
+from trgad.pages import recorded
 
 BETA = 0.3
 SCHEDULE = trg.truncation_schedule(16, 30, BETA)
@@ -163,7 +164,7 @@ def test_chi16_cuts_nearly_degenerate_at_steps_7_to_9_but_accepted(cuts_chi16):
     near = [i for i, g in enumerate(gaps) if g < 1e-4]
     assert near == [7, 8, 9]
     assert gaps[8] < 1e-6
-    assert min(gaps) > svd.DEGENERATE_RTOL          # the schedule accepted them (no refusal)
+    assert min(gaps) > svdrules.DEGENERATE_RTOL          # the schedule accepted them (no refusal)
 
 
 def test_schedule_refuses_a_chi_that_cuts_a_multiplet():

@@ -4,7 +4,8 @@ import jax
 import pytest
 
 import trgad
-from trgad import timing, trg, whole
+from trgad.runtime import timing
+from trgad.physics import trg, whole
 
 BETA = 0.3
 

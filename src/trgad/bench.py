@@ -2,22 +2,26 @@
 
 All figures come from one process, so their ratios are meaningful even on a noisy, shared
 machine; absolute times are not.  ``python -m trgad bench`` prints them.  The rows
-(:data:`ROWS`) are the modes of :mod:`trgad.modes` at first order (lnZ/N and u), plus the
+(:data:`ROWS`) are the modes of :mod:`trgad.physics.modes` at first order (lnZ/N and u), plus the
 primal pass as the yardstick:
 
-* ``primal`` - ``jax.jit(lnZ/N)`` of the unrolled graph (:func:`trgad.whole.lnz_fn`):
+* ``primal`` - ``jax.jit(lnZ/N)`` of the unrolled graph (:func:`trgad.physics.whole.lnz_fn`):
   lnZ/N alone, no derivative (the derivative rows scan the repeated steps, which compiles
   faster than unrolling them, so a ratio to the primal's first call favours them);
 * ``whole`` - ``jax.jit(jax.value_and_grad(lnZ/N))`` of the whole graph;
-* ``staged`` - one VJP per step (:mod:`trgad.staged`), step and pullback programs compiled
+* ``staged`` - one VJP per step (:mod:`trgad.physics.staged`), step and pullback programs compiled
   per (D, k);
 * ``checkpoint`` - ``jax.value_and_grad`` through the checkpointed ``lax.scan``
-  (:func:`trgad.modes.lnz_scanned`, checkpointed);
+  (:func:`trgad.physics.modes.lnz_scanned`, checkpointed);
 * ``forward_mode`` - one ``jax.jvp`` in beta.
 
-The derivative rows run the programs of :func:`trgad.modes.program` and
-:func:`trgad.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
-with empty caches, :func:`trgad.compiled.clear`: tracing, compilation and the run),
+Beside them, :func:`run` measures tenferro-rs itself (:data:`TENFERRO_ROWS`, the book's Rust
+harness as a child process, :func:`trgad.harness.rows.tenferro_rows`): its staged pass and its whole graph's
+``ad.grad`` at the most steps that finish within a cap.
+
+The derivative rows run the programs of :func:`trgad.physics.modes.program` and
+:func:`trgad.physics.staged.value_and_grad_jax` themselves.  For each: ``first_seconds`` (first call
+with empty caches, :func:`trgad.runtime.compiled.clear`: tracing, compilation and the run),
 ``steady_seconds`` (minimum of ``repeats`` calls after one warm-up) and ``temp_bytes``
 (XLA's temporary memory, ``compiled.memory_analysis().temp_size_in_bytes``).
 """
@@ -27,13 +31,16 @@ import time
 
 import jax
 
-from . import cache, compiled, keyed_trg, modes, staged, trg, whole
-from .timing import Sweep, block, capped_sweep, time_call
-from .validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
+from .runtime import cache, compiled
+from .keyed import keyed_trg
+from .physics import modes, staged, trg, whole
+from .harness.rows import TENFERRO_ROWS, tenferro_rows
+from .runtime.timing import Sweep, block, capped_sweep, time_call
+from .runtime.validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
                        check_schedule, check_steps)
 
 #: The rows of ``run(...)["methods"]``, in order: the primal pass, then the four modes of
-#: :data:`trgad.modes.METHODS` at first order.
+#: :data:`trgad.physics.modes.METHODS` at first order.
 ROWS = ("primal", "whole", "staged", "checkpoint", "forward_mode")
 #: The benchmark's targets, ``ratio name: upper bound``; each ratio is a quotient of two
 #: figures of one run (:func:`run` defines them; README's benchmark section shows them).
@@ -48,11 +55,20 @@ TARGETS = {
     "checkpoint_temp_over_whole_temp": 0.25,
     "staged_over_primal": 1.3,
 }
+#: Ratios of the tenferro-rs rows to JAX's (no targets), ``name: (row, field, JAX row, field)``.
+TENFERRO_RATIOS = {
+    "tenferro_staged_over_jax_staged": ("tenferro_staged", "steady_seconds", "staged", "steady_seconds"),
+    "tenferro_staged_first_over_jax_staged_first": ("tenferro_staged", "first_seconds", "staged",
+                                                    "first_seconds"),
+    "tenferro_staged_over_jax_whole": ("tenferro_staged", "steady_seconds", "whole", "steady_seconds"),
+    "tenferro_whole_transform_over_jax_whole_first": ("tenferro_whole", "transform_seconds", "whole",
+                                                      "first_seconds"),
+}
 
 
 def _program(name, ks):
     """The compiled executable of row ``name`` (not staged): the primal pass
-    ``jit(lnZ/N)``, or the first-order program of :func:`trgad.modes.program`."""
+    ``jit(lnZ/N)``, or the first-order program of :func:`trgad.physics.modes.program`."""
     if name == "primal":
         return compiled.jit(whole.lnz_fn(ks)).lower(0.3).compile()
     return modes.program(name, 1, ks)[0]
@@ -61,7 +77,7 @@ def _program(name, ks):
 def _first_call(name, beta, ks):
     """Row ``name``'s first call (JAX's in-process caches cleared, ``jax.clear_caches``; compile
     whatever is not cached in this process, then run once; the persistent compilation cache
-    is off meanwhile, :func:`trgad.cache.disabled`):
+    is off meanwhile, :func:`trgad.runtime.cache.disabled`):
     (the call, as a function of no arguments; its seconds; the executable, None for staged)."""
     jax.clear_caches()          # JAX's in-process caches too: no row reuses another's traces
     with cache.disabled():
@@ -121,7 +137,7 @@ def staged_memory():
 
     Returns (sum, largest, programs): ``sum`` counts each per-shape step and pullback program
     (and the ends' programs, the initial tensor and the trace) ONCE, however many steps run
-    it (:func:`trgad.staged.executables`); ``largest`` is the biggest single program's (they
+    it (:func:`trgad.physics.staged.executables`); ``largest`` is the biggest single program's (they
     run one after another, so the peak of temporaries is this, not the sum); ``programs``
     their number.  The residuals kept between the forward and the backward pass are program
     outputs, not temporaries: :func:`staged_residual_bytes` counts them.
@@ -133,7 +149,7 @@ def staged_memory():
 def staged_residual_bytes(beta, schedule):
     """Bytes of the residuals that the staged first-order pass keeps alive between its
     forward and backward pass (all steps, the peak: just before the backward pass;
-    :func:`trgad.staged.step_residuals`)."""
+    :func:`trgad.physics.staged.step_residuals`)."""
     return int(sum(x.nbytes for _, res in staged.step_residuals(beta, schedule) for x in res))
 
 
@@ -141,7 +157,7 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     """The rows of :data:`ROWS` (or of the subset ``names``, in its order) at one
     (beta, schedule): a dict row name -> row.
 
-    Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.compiled.clear`,
+    Each row: ``first_seconds`` (every row from empty caches, :func:`trgad.runtime.compiled.clear`,
     one after another, once the process's one-off start-up, JAX's back end, the compiler and
     LAPACK, is paid), ``steady_seconds`` (after one warm-up each, ``repeats`` rounds in
     which the rows take turns, the minimum per row: a change of load on a shared machine
@@ -171,7 +187,8 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     return rows
 
 
-def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False):
+def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_order=False,
+        with_tenferro=True):
     """Measure every row (or those in ``names``) at one (chi, steps, beta), in one process.
 
     Returns a JSON-ready dict with ``chi``, ``steps``, ``beta``, ``repeats``, ``schedule``;
@@ -184,12 +201,13 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ratios ``second_order_fastest_first_over_primal_first`` and
     ``second_order_slowest_first_over_primal_first``;
     ``targets`` (ratio of :data:`TARGETS` -> {"value", "bound", "met"}) and
-    ``all_targets_met`` (True when every target present is met); and, with
-    ``engine``, the keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>``
-    ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
+    ``all_targets_met`` (True when every target present is met); with ``with_tenferro``,
+    ``tenferro`` (:func:`trgad.harness.rows.tenferro_rows`, measured after JAX's rows) and the ratios of
+    :data:`TENFERRO_RATIOS` whose rows ran and are available; and, with ``engine``, the
+    keyed engine's staged figures (:func:`engine_rows`: ``engine_staged_<n>`` ...).  With a subset ``names`` only the rows, ratios and targets whose rows ran are there
     (a page that needs three rows need not compile five programs).
 
-    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.validate`)
+    Raises InputError for chi, steps, beta or repeats out of range (:mod:`trgad.runtime.validate`)
     and for an unknown row name.
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
@@ -213,6 +231,11 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     for key, (a, fa, b, fb) in ratios.items():
         if a in rows and b in rows:
             out[key] = rows[a][fa] / rows[b][fb]
+    if with_tenferro:
+        rust = out["tenferro"] = tenferro_rows(beta, chi, steps, repeats=repeats)
+        for key, (a, fa, b, fb) in TENFERRO_RATIOS.items():
+            if rust[a]["available"] and rust[a][fa] is not None and b in rows:
+                out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
         out["second_order"] = second_order_costs(beta, schedule, repeats=repeats)
         if "primal" in rows:
@@ -232,7 +255,7 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     """The keyed engine's staged timings (seconds, wall clock, one process).
 
     Every figure for one n comes from the same call, the fastest of ``repeats`` after one
-    warm-up (:func:`trgad.timing.time_call` keeps that call's result), so the per-step
+    warm-up (:func:`trgad.runtime.timing.time_call` keeps that call's result), so the per-step
     figures add up to less than its total.
 
     * ``engine_staged_<n>``: staged value-and-gradient on the keyed engine (structural
@@ -282,7 +305,7 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS
     of ``repeats`` calls after it, ``temp_bytes``; staged also ``peak_temp_bytes``) plus
     ``steps`` and ``seconds`` (= first_seconds); a row's sweep stops after the first n whose
     first call took more than ``cap_seconds`` (default: no cap), as
-    :func:`trgad.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
+    :func:`trgad.runtime.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
     "stopped_at": n or None}.  Raises InputError for bad input.
     """
     steps_list = [check_steps(n) for n in steps_list]
@@ -307,13 +330,13 @@ def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS
 
 
 def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
-    """Cost of c by each method of :mod:`trgad.modes` (order 2, exact) at one point.
+    """Cost of c by each method of :mod:`trgad.physics.modes` (order 2, exact) at one point.
 
     Returns a dict method -> {"first_seconds", "steady_seconds", "c"}: the first call from
-    empty caches (:func:`trgad.compiled.clear` and ``jax.clear_caches`` before each method, the persistent
-    compilation cache off, :func:`trgad.cache.disabled`; what each compiled is kept for the
+    empty caches (:func:`trgad.runtime.compiled.clear` and ``jax.clear_caches`` before each method, the persistent
+    compilation cache off, :func:`trgad.runtime.cache.disabled`; what each compiled is kept for the
     steady state), then the steady state by taking turns (``repeats`` rounds, as in
-    :func:`methods`).  What :mod:`trgad.transition` chose its default from.  Raises
+    :func:`methods`).  What :mod:`trgad.topics.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
     repeats = check_repeats(repeats)
@@ -346,15 +369,24 @@ def summary(out, targets=True):
     for name, row in out["methods"].items():
         lines.append(f"{name:14s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s "
                      f"{row['temp_bytes'] / 2**20:6.1f} MiB")
+    for name, r in out.get("tenferro", {}).items():
+        if not r["available"]:
+            lines.append(f"{name:14s} not measured: {r['reason']}")
+        elif name == "tenferro_staged":
+            lines.append(f"{name:15s}{r['first_seconds']:9.2f} s {r['steady_seconds']:7.3f} s")
+        else:
+            stop = f", {r['stopped_at']} steps passed the {r['cap_seconds']:g} s cap" if r["stopped_at"] else ""
+            took = f": {r['transform_seconds']:.2f} s" if r["steps"] else ""
+            lines.append(f"{name:14s} ad.grad at {r['steps']} steps{took}{stop}")
     for name, row in out.get("second_order", {}).items():
         lines.append(f"c by {name:9s} {row['first_seconds']:9.2f} s {row['steady_seconds']:7.3f} s")
     for key in ("whole_over_primal", "staged_over_whole", "staged_first_over_whole_first",
-                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio"):
+                "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio", *TENFERRO_RATIOS):
         if key in out:
-            lines.append(f"{key.replace('_', ' '):40s} {out[key]:.2f}")
+            lines.append(f"{key.replace('_', ' '):45s} {out[key]:.2f}")
     for key, t in (out.get("targets", {}) if targets else {}).items():
-        lines.append(f"{key.replace('_', ' '):40s} {t['value']:.2f} (target <= {t['bound']:g}: "
+        lines.append(f"{key.replace('_', ' '):45s} {t['value']:.2f} (target <= {t['bound']:g}: "
                      f"{'met' if t['met'] else 'not met'})")
     if targets and out.get("targets"):
-        lines.append(f"{'every target met':40s} {'yes' if out['all_targets_met'] else 'no'}")
+        lines.append(f"{'every target met':45s} {'yes' if out['all_targets_met'] else 'no'}")
     return "\n".join(lines)

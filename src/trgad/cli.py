@@ -1,6 +1,6 @@
 """Command line: ``python -m trgad {trg,chain,probe,bench,tenferro} ...``.
 
-Every parameter is checked against its range (:mod:`trgad.validate`) before any work starts.
+Every parameter is checked against its range (:mod:`trgad.runtime.validate`) before any work starts.
 Exit status: 0 ok; 2 bad input (one line on stderr naming the value as typed and the allowed
 range, no traceback); 3 a run in a child process was killed after ``--timeout`` seconds or
 failed; 4 the result is not a finite number (``--json`` never prints NaN or Infinity).
@@ -19,14 +19,16 @@ import time
 
 import numpy as np
 
-from . import bench, keyed_trg, modes, probe, tenferro, trg
-from .keys import STRATEGIES
-from .timing import run_with_timeout
-from .userstep import parse_x0
-from .validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
-                       MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
-                       check_chain, check_chi, check_choice, check_engine, check_point,
-                       check_positive, check_repeats, check_steps, check_timeout, format_bound)
+from . import bench
+from .growth import graphs, userstep
+from .harness import tenferro
+from .keyed import keyed_trg, keys as keyed_keys
+from .physics import modes, trg
+from .runtime.timing import run_with_timeout
+from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
+                               MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
+                               check_chain, check_chi, check_choice, check_engine, check_point,
+                               check_positive, check_repeats, check_steps, check_timeout, format_bound)
 
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
@@ -49,7 +51,7 @@ def _parents():
     ``json``: --json (every subcommand); ``lattice``: --beta, --chi, --steps (trg, bench);
     ``keyed``: --engine, --keys, --timeout (trg, chain, probe; --engine has no default here:
     each command picks its own, :data:`ENGINE_DEFAULT`).  The ranges in the help come from
-    :mod:`trgad.validate`."""
+    :mod:`trgad.runtime.validate`."""
     json_ = argparse.ArgumentParser(add_help=False)
     json_.add_argument("--json", action="store_true", help="print one JSON object")
     lattice = argparse.ArgumentParser(add_help=False)
@@ -63,7 +65,7 @@ def _parents():
                        help=f"{' | '.join(ENGINES)} (default: "
                             + ", ".join(f"{v} for {k}" for k, v in ENGINE_DEFAULT.items()) + ")")
     keyed.add_argument("--keys", default="structural",
-                       help=f"keyed engine's value keys: {' | '.join(STRATEGIES)} (default structural)")
+                       help=f"keyed engine's value keys: {' | '.join(keyed_keys.STRATEGIES)} (default structural)")
     keyed.add_argument("--timeout", default=str(TIMEOUT),
                        help=f"kill a run that may grow exponentially (trg: the keyed engine's whole "
                             f"graph) after this many seconds, in (0, {format_bound(TIMEOUT_MAX)}] "
@@ -76,7 +78,7 @@ def _parents():
 EPILOG = f"""\
 bad input: every value is checked before any work starts; one outside its range ends with
   one line on stderr naming the value as typed and the allowed range (each command's --help
-  gives the ranges, from trgad.validate), exit status 2, never a traceback.  Negative
+  gives the ranges, from trgad.runtime.validate), exit status 2, never a traceback.  Negative
   numbers are values (--x0 -1e-3).  A probe's module:function that does not import, is not
   a Python file, lacks the function or fails on --x0 (any exception, sys.exit included) is
   bad input too.
@@ -88,8 +90,8 @@ non-finite numbers are never printed (--json never holds NaN or Infinity): a res
   transform (chain's grad, probe's grads) is null with a "note".
 exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
   3 timeout or failed child, 4 non-finite result.
-ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (below the smallest normal float64
-  JAX on the CPU flushes it to zero; 2 beta must be finite); chi in [{CHI_MIN}, {CHI_MAX}]
+ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (where the TRG resolves u and c:
+  below it u is lost to rounding, above it e^(-2 beta) is no longer a normal float); chi in [{CHI_MIN}, {CHI_MAX}]
   (an SVD costs chi**6); steps in [1, {MAX_STEPS}] (step i weighs 2**-i); depth * fanout <=
   {CHAIN_MAX_OPS} (memory); timeout in (0, {format_bound(TIMEOUT_MAX)}] s; budget in (0,
   {format_bound(BUDGET_MAX)}] s, below the timeout; repeats in [1, {REPEATS_MAX}].
@@ -123,7 +125,7 @@ def _parser():
     q = sub.add_parser("probe", parents=[keyed, json_],
                        help="does the transform grow exponentially with depth?")
     q.add_argument("--graph", default="chain",
-                   help=f"{' | '.join(probe.GRAPHS)} | module:function | file.py:function")
+                   help=f"{' | '.join(graphs.GRAPHS)} | module:function | file.py:function")
     q.add_argument("--x0", default=None,
                    help="starting state: a number or comma-separated numbers (needed for module:function)")
     q.add_argument("--budget", default="20",
@@ -248,9 +250,9 @@ def _lookup(out, path):
 
 
 def _cmd_trg(a):
-    beta, chi, steps = check_beta(a.beta, signed=False), check_chi(a.chi), check_steps(a.steps)
+    beta, chi, steps = check_beta(a.beta), check_chi(a.chi), check_steps(a.steps)
     engine = check_engine(a.engine or ENGINE_DEFAULT["trg"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     method = modes.check_method(a.method)
     c_method = check_choice("c-method", a.c_method, modes.C_METHODS)
     timeout = check_timeout(a.timeout)
@@ -279,7 +281,7 @@ def _cmd_trg(a):
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        value, status = _in_child("trgad.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
+        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole", {"beta": beta, "schedule": schedule, "keys": keys},
                                   timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
                                   "try --method staged, --keys interned or a larger --timeout")
         if status:
@@ -302,11 +304,11 @@ def _line(out):
 def _cmd_chain(a):
     depth, fanout = check_chain(a.depth, a.fanout)
     engine = check_engine(a.engine or ENGINE_DEFAULT["chain"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
-    out, status = _in_child("trgad.chain:run", kwargs, timeout,
+    out, status = _in_child("trgad.keyed.chain:run", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
                             "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
@@ -318,17 +320,17 @@ def _cmd_chain(a):
 
 def _cmd_probe(a):
     engine = check_engine(a.engine or ENGINE_DEFAULT["probe"])
-    keys = check_choice("keys", a.keys, STRATEGIES)
+    keys = check_choice("keys", a.keys, keyed_keys.STRATEGIES)
     budget = check_positive("budget", a.budget, BUDGET_MAX)
     timeout = check_timeout(a.timeout)
     if budget >= timeout:
         raise InputError(f"budget={a.budget.strip()!r} is out of range: budget must be below --timeout "
                          f"({timeout:g} s), which kills the probe")
     graph = a.graph
-    x0 = None if a.x0 is None else parse_x0(a.x0)
-    if graph not in probe.GRAPHS:
+    x0 = None if a.x0 is None else userstep.parse_x0(a.x0)
+    if graph not in graphs.GRAPHS:
         if ":" not in graph:
-            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(probe.GRAPHS)}, "
+            raise InputError(f"graph={graph!r} is not known: choose one of {', '.join(graphs.GRAPHS)}, "
                              f"or give module:function")
         if x0 is None:
             raise InputError(f"graph={graph!r} needs --x0, the starting state (e.g. --x0 0.9,0.8)")
@@ -341,7 +343,7 @@ def _cmd_probe(a):
         raise InputError("--x0 is not used with --graph trg (the TRG is probed by steps at beta = 0.3)")
     kwargs = {"graph": graph, "x0": list(x0) if isinstance(x0, tuple) else x0,
               "engine": engine, "keys": keys, "budget": budget, "label": a.graph}
-    out, status = _in_child("trgad.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
+    out, status = _in_child("trgad.growth.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
                             "try a smaller --budget or a larger --timeout")
     if status:
         return status
@@ -349,7 +351,7 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta, signed=False)
+    chi, steps, beta = check_chi(a.chi), check_steps(a.steps), check_beta(a.beta)
     out = bench.run(chi, steps, beta, repeats=check_repeats(a.repeats), second_order=not a.no_second_order)
     return _emit(out, a.json, bench.summary, f"bench chi={chi} steps={steps} beta={a.beta}")
 
@@ -380,15 +382,9 @@ def main(argv=None):
     try:
         a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
         return commands[a.command](a)
-    except InputError as e:
+    except (InputError, _NotFinite, tenferro.TenferroError) as e:
         print(f"trgad: error: {e}", file=sys.stderr)
-        return 2
-    except _NotFinite as e:
-        print(f"trgad: error: {e}", file=sys.stderr)
-        return 4
-    except tenferro.TenferroError as e:
-        print(f"trgad: error: {e}", file=sys.stderr)
-        return 3
+        return 2 if isinstance(e, InputError) else 4 if isinstance(e, _NotFinite) else 3
     except (ArithmeticError, np.linalg.LinAlgError) as e:
         print(f"trgad: error: numerical failure, {type(e).__name__}: {e}", file=sys.stderr)
         return 4

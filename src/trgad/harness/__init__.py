@@ -1,0 +1,6 @@
+"""tenferro-rs itself: the book's Rust harness, run as a child process.
+
+:mod:`~trgad.harness.tenferro` (builds and runs the harness, parses its answers),
+:mod:`~trgad.harness.callgrind` (instruction counts under valgrind).  Imports the JAX core
+and the runtime.
+"""

@@ -1,0 +1,6 @@
+"""The book's support: what a chapter shows and what it quotes.
+
+:mod:`~trgad.pages.show` (numbers and tables in the chapters), :mod:`~trgad.pages.recorded`
+(figures recorded elsewhere, labelled), :mod:`~trgad.pages.report` (the machine and software
+table), :mod:`~trgad.pages.flowchart` (the diagnosis flowchart).  Imports the runtime only.
+"""

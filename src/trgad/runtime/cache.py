@@ -1,0 +1,218 @@
+"""JAX's persistent compilation cache, shared by the book's pages, the tests and the command line.
+
+A compiled program (XLA executable) is written to disk the first time any process compiles
+it, and every later process on the machine loads it instead of compiling it again: the
+20-step whole graph that one chapter compiles is not compiled again by the next chapter,
+the test run or ``python -m trgad``.  Tracing and lowering still happen in every process
+(the cache is looked up by the lowered program), and every number is still computed: the
+cache holds compiled programs, never results.
+
+Where (:func:`directory`): ``$TRGAD_CACHE_DIR`` if set; ``TRGAD_CACHE_DIR=`` (set but empty)
+turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  No
+place for it - no home directory, a folder that cannot be made or written - means no cache,
+never an error: a cache may make a process quicker, never stop it.
+
+Inside it, one folder per key (:func:`key`): the versions of jax and jaxlib and a hash of the
+package's source and of ``XLA_FLAGS``, so a changed compiler or package never meets an old
+entry.  JAX's own key (``jax/_src/cache_key.py``) covers the program, the compile options
+and ``XLA_FLAGS``, not the number of CPUs, which XLA's CPU compiler builds into the program
+(it splits loops into that many parts): trgad adds that number, read as each program is
+compiled, to JAX's key (its ``custom_hook``), so what a process pinned to one CPU (a test
+worker) compiled is never loaded by one on two.  An entry that cannot be loaded (cut short
+by a full disk or a killed run) is named in one line on stderr, removed and compiled again.
+Importing trgad removes old key folders: all but the newest :data:`KEEP`, unless used within
+a day (never anything else).  Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
+Moved or reached through a symbolic link, it still serves: neither key holds its path.
+
+What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
+(the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
+process is kept, the user's own too: the book's are many and quick to compile) and the CPU
+count in JAX's key.  Where the user names a cache folder or turns JAX's cache off
+(``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update``
+before importing trgad), trgad changes nothing; a compile-time threshold the user set is
+kept.
+
+Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
+run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
+Source: JAX documentation, "Persistent compilation cache".
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import jax
+from jax._src import cache_key as _jax_key
+from jax._src import compilation_cache as _jax_read
+from jax._src import lru_cache as _jax_files
+from jax.experimental.compilation_cache import compilation_cache as _jax_cache
+
+#: Environment variable naming the cache folder; set but empty, it turns the cache off.
+ENV = "TRGAD_CACHE_DIR"
+
+#: Key folders kept under the top folder: the newest KEEP (this process's among them) and any
+#: used in the last KEEP_SECONDS; :func:`setup` removes the others, and only folders whose
+#: name is a key (:data:`KEY_NAME`).
+KEEP, KEEP_SECONDS = 3, 24 * 3600
+KEY_NAME = re.compile(r"jax-[\w.+]+-jaxlib-[\w.+]+-[0-9a-f]{16}")
+
+#: JAX's setting of the compile time below which a program is not kept, and its default
+#: (``jax/_src/config.py``): a value other than the default is the user's, and is kept.
+_MIN_SECONDS_ENV, _JAX_MIN_SECONDS = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1.0
+
+
+def key(environ=None) -> str:
+    """The folder name for this jax, jaxlib, package source and ``XLA_FLAGS`` (``environ``,
+    default ``os.environ``): ``jax-X-jaxlib-Y-<hash>``."""
+    environ = os.environ if environ is None else environ
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    flags = environ.get("XLA_FLAGS", "").strip()
+    if flags:
+        h.update(b"XLA_FLAGS\0" + flags.encode())
+    return f"jax-{jax.__version__}-jaxlib-{metadata.version('jaxlib')}-{h.hexdigest()[:16]}"
+
+
+def root(environ=None) -> Path | None:
+    """The cache's top folder from the environment (see the module docstring), or None when
+    ``TRGAD_CACHE_DIR`` is set but empty (cache off) or the folder is under a home directory
+    that cannot be found (a uid without a passwd entry and no ``HOME``: no cache, as in plain
+    JAX, rather than a package that cannot be imported)."""
+    environ = os.environ if environ is None else environ
+    if ENV in environ:
+        value = environ[ENV].strip()
+        if not value:
+            return None
+    else:
+        value = (environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache") + "/trgad"
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:            # pathlib: "Could not determine home directory."
+        return None
+
+
+def directory(environ=None) -> Path | None:
+    """Where this process's compiled programs go: ``root() / key()``, or None (off)."""
+    top = root(environ)
+    return None if top is None else top / key(environ)
+
+
+def setup() -> Path | None:
+    """Point JAX's persistent compilation cache at :func:`directory` and have it keep every
+    program, however quick to compile (``jax_persistent_cache_min_compile_time_secs`` 0,
+    unless the user set it); called when ``trgad`` is imported.  Returns the folder, or None
+    when JAX's cache is the user's (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config`` names a
+    folder, or turns the cache off: nothing is changed), when trgad's is off, or when its
+    folder cannot be created or written (then JAX compiles as usual, without a word)."""
+    theirs = jax.config.jax_compilation_cache_dir is not None
+    if theirs or not jax.config.jax_enable_compilation_cache:
+        return None
+    if not hasattr(_jax_key, "custom_hook"):    # a JAX without it: no cache, never a wrong one
+        return None
+    path = directory()
+    if path is None or not _writable(path):
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    if (_MIN_SECONDS_ENV not in os.environ
+            and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_MIN_SECONDS):
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if not getattr(_jax_key.custom_hook, "trgad", False):
+        _jax_key.custom_hook = _with_cpus(_jax_key.custom_hook)
+    read = _jax_read.get_executable_and_time
+    if not getattr(read, "trgad", False):
+        _jax_read.get_executable_and_time = _dropping_broken(read, path)
+    _prune(path)
+    return path
+
+
+def _prune(folder):
+    """Mark ``folder`` (this process's key folder) used now, and remove the key folders beside
+    it that are older than the newest :data:`KEEP` and unused for :data:`KEEP_SECONDS`.  Why:
+    each source version gets a folder and nothing else ever removes one; the day's grace keeps
+    the folders of several working copies in use at once from removing each other's."""
+    try:
+        os.utime(folder)
+        others = sorted(((e.stat(follow_symlinks=False).st_mtime, e.path)
+                         for e in os.scandir(folder.parent)
+                         if e.name != folder.name and KEY_NAME.fullmatch(e.name)
+                         and e.is_dir(follow_symlinks=False)), reverse=True)
+    except OSError:                     # another process removing them meanwhile
+        return
+    for mtime, path in others[KEEP - 1:]:
+        if mtime < time.time() - KEEP_SECONDS:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _cpus() -> int:
+    """The number of CPUs this thread may run on (all of them where the OS has no affinity)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _with_cpus(hook):
+    """JAX's cache-key hook ``hook`` (``jax._src.cache_key.custom_hook``, whose string JAX
+    hashes into every key) with :func:`_cpus` added, read when each program is compiled: XLA's
+    CPU compiler splits loops into that many parts then, and JAX's own key misses it."""
+    def custom_hook():
+        return f"{hook()}|trgad-cpus={_cpus()}"
+    custom_hook.trgad = True
+    return custom_hook
+
+
+def _dropping_broken(read, folder):
+    """JAX's read of a cache entry, ``read`` (``jax._src.compilation_cache.
+    get_executable_and_time``), such that an entry of ``folder`` that cannot be loaded (cut
+    short by a full disk or a killed run) is named in one line on stderr and removed, so the
+    program is compiled and kept again.  Why: JAX warns about such an entry on every run,
+    naming the program, not the file, and never replaces it (``LRUCache.put`` keeps a file
+    that exists), so the cache silently stops helping."""
+    def get_executable_and_time(cache_key, *args, **kwargs):
+        try:
+            return read(cache_key, *args, **kwargs)
+        except Exception as e:
+            if (jax.config.jax_raise_persistent_cache_errors
+                    or jax.config.jax_compilation_cache_dir != str(folder)):
+                raise
+            entry = folder / f"{cache_key}{getattr(_jax_files, '_CACHE_SUFFIX', '-cache')}"
+            try:
+                entry.unlink()
+            except OSError:                 # not a file of ours: JAX warns as usual
+                raise e from None
+            why = (str(e).splitlines() or [""])[0]
+            print(f"trgad: removed a broken compilation cache entry, compiled again: {entry} "
+                  f"({type(e).__name__}: {why})", file=sys.stderr)
+            return None, None
+    get_executable_and_time.trgad = True
+    return get_executable_and_time
+
+
+def _writable(path) -> bool:
+    """Whether ``path`` is (or can be made) a folder this process may write in: where it may
+    not, JAX would warn about every entry it fails to write."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+@contextlib.contextmanager
+def disabled():
+    """Compile without the persistent cache inside the block (neither read nor written), so
+    that a timed first call includes its compilation; the cache is back on afterwards."""
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    _jax_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        _jax_cache.reset_cache()

@@ -1,0 +1,157 @@
+"""Part I's pages keep the shape of a lesson (the developers' guide: a lesson cell, then its
+claims), checked on the MyST sources with :mod:`trgad.pages.lessons`:
+
+* every code cell a reader sees is short and narrow: at most :data:`MAX_LINES` non-blank
+  lines of at most :data:`MAX_CHARS` characters (longer lines scroll sideways in the HTML);
+* every ``{eval}`name``` in a paragraph names a variable bound at the top level of an
+  earlier code cell, and the nearest code cell above the paragraph is a claims cell or one
+  that binds it (the value is prepared where the reader meets the sentence);
+* every cell hidden in the HTML (``remove-input``) is hidden in JupyterLab too
+  (``jupyter: {source_hidden: true}``), and the other way round.
+"""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from trgad.pages import lessons
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+#: Non-blank lines of a code cell a reader sees, at most.
+MAX_LINES = 16
+#: Characters of one of its lines, at most.
+MAX_CHARS = 90
+
+#: Part I and its introduction: the pages whose cells follow the lesson-and-claims pattern.
+PAGES = ["intro", "phenomenon", "mulchain", "rootcause", "staged", "detect"]
+
+_EVAL = re.compile(r"\{eval\}`([^`]+)`")
+
+
+def _cells(page):
+    return lessons.cells(BOOK / f"{page}.md")
+
+
+def bound_names(source):
+    """Names a cell binds at its top level (assignments, imports, defs, loop and with
+    targets, also inside top-level if/for/while/with/try), not inside functions, classes,
+    lambdas or comprehensions."""
+    names = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                             ast.GeneratorExp)):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return names
+
+
+def paragraphs(markdown):
+    return [p for p in re.split(r"\n\s*\n", markdown) if p.strip()]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_shown_cells_are_short_and_narrow(page):
+    bad = []
+    for cell in _cells(page):
+        if not cell.shown:
+            continue
+        lines = [s for s in cell.source.splitlines() if s.strip()]
+        wide = [s for s in lines if len(s) > MAX_CHARS]
+        if len(lines) > MAX_LINES or wide:
+            bad.append(f"line {cell.line}: {len(lines)} lines, {len(wide)} wider than {MAX_CHARS}")
+    assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_inline_values_are_prepared_just_above(page):
+    bound, nearest, bad = set(), None, []
+    for cell in _cells(page):
+        if cell.kind == "code":
+            nearest = (cell, bound_names(cell.source))
+            bound |= nearest[1]
+            continue
+        for para in paragraphs(cell.source):
+            for name in _EVAL.findall(para):
+                if name not in bound:
+                    bad.append(f"{name} (line {cell.line}): not bound in an earlier cell")
+                elif not (nearest[0].claims or name in nearest[1]):
+                    bad.append(f"{name} (line {cell.line}): the nearest cell above is neither "
+                               f"a claims cell nor binds it")
+    assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_claims_cells_are_hidden_in_html_and_jupyterlab(page):
+    bad = [f"line {c.line}: tags {sorted(c.tags)}, source_hidden {c.source_hidden}"
+           for c in _cells(page) if c.kind == "code"
+           and ("remove-input" in c.tags) != c.source_hidden]
+    assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+PAGE = """\
+---
+kernelspec: {name: python3}
+---
+
+# Title
+
+Some *prose* with [a link](other.md) and a value {eval}`x`.
+
+```{code-cell} ipython3
+x = 1
+```
+
+```{code-cell} ipython3
+---
+tags: [remove-input]
+jupyter:
+  source_hidden: true
+---
+assert x == 1
+```
+
+```{exercise} Two words
+:label: ex-one
+```
+"""
+
+
+def test_cells_reads_code_markdown_and_metadata():
+    got = lessons.cells(PAGE)
+    assert [c.kind for c in got] == ["markdown", "code", "code", "markdown"]
+    assert got[1].source == "x = 1" and got[1].shown and not got[1].claims
+    assert got[2].claims and not got[2].shown and got[2].tags == {"remove-input"}
+    assert got[1].line == 9 and got[2].line == 13
+
+
+def test_reading_time_counts_prose_and_shown_cells(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(PAGE)
+    got = lessons.reading_time([page, page], words_per_minute=10, minutes_per_cell=2)
+    # "Title" + "Some prose with a link and a value {eval}`x`." (9) + "Two words" (2)
+    assert got == {"words": 2 * 12, "cells": 2, "minutes": 2 * 12 / 10 + 2 * 2}
+
+
+def test_bound_names_are_top_level_only():
+    src = ("import numpy as np\nfrom a import b\nx, (y, *z) = 1, (2, 3)\nfor i in []: pass\n"
+           "def f(q):\n    w = q\n[k for k in ()]\nif True:\n    v = 1\n")
+    assert bound_names(src) == {"np", "b", "x", "y", "z", "i", "f", "v"}
+
+
+def test_page_path_finds_the_book_from_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert lessons.page_path("phenomenon.md") == BOOK / "phenomenon.md"
+    with pytest.raises(FileNotFoundError, match="no-such-page.md"):
+        lessons.page_path("no-such-page.md")
