@@ -127,7 +127,8 @@ def describe():
     """One line naming the caps in force (pages print it)."""
     mode = "preview (TRGAD_PREVIEW on)" if PREVIEW else "full"
     return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
-            f"{HANG_TIMEOUT_SECONDS:g} s, {REPEATS} repeat(s) after a warm-up")
+            f"{HANG_TIMEOUT_SECONDS:g} s (tenferro-rs runs: {TENFERRO_HANG_SECONDS:g} s), "
+            f"{REPEATS} repeat(s) after a warm-up")
 
 # ---- fixed points (book/fixed-points.md, trgad.topics.fixedpoint) ---------------------------------
 #: Circumference L of the Ising cylinder whose row transfer matrix (2**L x 2**L, dense) the
