@@ -15,7 +15,7 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
 * ``forward_mode`` - forward-mode AD only: u from one ``jax.jvp`` in beta, c from
   ``jax.jvp`` of that (forward over forward); "forward" is accepted as a deprecated alias
   for one release (:data:`trgad.runtime.validate.DEPRECATED_NAMES`).  Taylor mode
-  (``jax.experimental.jet``) does not work here (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2): jet ignores ``custom_jvp``
+  (``jax.experimental.jet``) does not work here (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2 to 0.12.0.1): jet ignores ``custom_jvp``
   rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
   rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
   (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`jet_has_svd_rule`).
@@ -282,7 +282,7 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
 
 
 def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method="exact"):
-    """:func:`value_and_derivatives` for trgad's own callers (the command line, the bench, the
+    """:func:`value_and_derivatives` for trgad's own callers (the command line, the
     transition scan), which checked every argument already: ``ks`` a tuple of ints, ``method``
     a name of :data:`METHODS` (not a deprecated one)."""
     t0 = time.perf_counter()
@@ -312,7 +312,7 @@ def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method
 def taylor_mode_works(schedule=(2,)):
     """Whether ``jax.experimental.jet`` (Taylor mode) can take the second derivative of
     lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
-    (True, None).  With JAX 0.10.x it is False: an ``UnexpectedTracerError`` inside
+    (True, None).  With JAX 0.10.x to 0.12.0.1 it is False: an ``UnexpectedTracerError`` inside
     ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
     ks = tuple(check_schedule(schedule))
     f = lambda b: trg.lnz_unchecked(b, ks)                               # noqa: E731
@@ -326,7 +326,7 @@ def taylor_mode_works(schedule=(2,)):
 def jet_has_svd_rule():
     """Whether ``jax.experimental.jet`` can push a Taylor series through ``jnp.linalg.svd``
     (a 3 x 3 matrix linear in x): returns (False, "ExceptionName: message") or (True, None).
-    With JAX 0.10.x it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
+    With JAX 0.10.x to 0.12.0.1 it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
     f = lambda x: jnp.linalg.svd(x * jnp.eye(3) + jnp.ones((3, 3)))[1].sum()    # noqa: E731
     try:
         jet.jet(f, (0.3,), ((1.0, 0.0),))
