@@ -264,3 +264,19 @@ def test_the_checks_see_what_they_look_for():
                                            "line 3: keyed._graph", "prose: `trgad.physics.svd._frozen_solves`"]
     assert "X_MAX" in _constants(ast.parse("X_MAX = 1\n_Y = 2\nz = 3\n"))
 
+
+
+def test_unchecked_twins_pair_a_checked_function_and_stay_inside():
+    """Input is checked once, at the boundary: ``x_unchecked`` is the twin of the public ``x``
+    in the same module (which checks, then trusts it), and no chapter calls a twin."""
+    twins = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        defs = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+        for name in defs:
+            if name.endswith("_unchecked"):
+                twins[f"{path.relative_to(PACKAGE)}:{name}"] = name[:-len("_unchecked")] in defs
+    assert twins and all(twins.values()), sorted(t for t, ok in twins.items() if not ok)
+    book = ROOT / "book"
+    called = [f"{p.name}: {m}" for p in sorted(book.glob("*.md"))
+              for m in re.findall(r"\b\w+_unchecked\b", p.read_text())]
+    assert not called, called

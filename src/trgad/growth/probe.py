@@ -304,7 +304,7 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
         schedule = full[:n]
         if engine == "keyed":
             b = keyed.leaf(beta, keys)
-            y = trg.lnz_unchecked(b, schedule, ops=KeyedOps(keys))
+            y = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps(keys))
             return _engine_row(keyed.grad(y, b))
         return _jax_row(whole.lnz_fn(schedule), beta, execute=execute)
 

@@ -79,7 +79,7 @@ def trg_whole_unchecked(beta, schedule, keys):
     (it runs this in a child process)."""
     t0 = time.perf_counter()
     b = keyed.leaf(beta, keys)
-    lnz = trg.lnz_unchecked(b, schedule, ops=KeyedOps(keys))
+    lnz = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps(keys))
     primal = time.perf_counter() - t0
     d = keyed.grad(lnz, b)
     g = float(d.run())

@@ -57,7 +57,7 @@ def specific_heat(beta, schedule, h=None):
 
 def specific_heat_unchecked(beta, ks, h=None):
     """:func:`specific_heat` for trgad's own callers, which checked beta and the schedule."""
-    return central_difference_c(lambda b: staged.value_and_grad_unchecked(b, ks)[1], beta, h)
+    return central_difference_c(lambda b: staged.value_and_grad_jax_unchecked(b, ks)[1], beta, h)
 
 
 def specific_heat_exact(beta, schedule):
@@ -65,4 +65,4 @@ def specific_heat_exact(beta, schedule):
     k_B per site; 0 when the second derivative is exactly 0 (deep in the ordered phase, where
     beta**2 would overflow).  Raises InputError for a bad beta or schedule."""
     beta = check_beta(beta)
-    return ising.specific_heat_of(beta, staged.value_grad_hess_unchecked(beta, check_schedule(schedule))[2])
+    return ising.specific_heat_of(beta, staged.value_grad_hess_jax_unchecked(beta, check_schedule(schedule))[2])

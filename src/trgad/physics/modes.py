@@ -289,13 +289,13 @@ def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method
     compile_seconds = None
     if method == "staged":
         if order == 1:
-            lnz, dlnz = staged.value_and_grad_unchecked(beta, ks)
+            lnz, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
             c = None
         elif c_method == "exact":
-            lnz, dlnz, d2 = staged.value_grad_hess_unchecked(beta, ks)
+            lnz, dlnz, d2 = staged.value_grad_hess_jax_unchecked(beta, ks)
             c = ising.specific_heat_of(beta, d2)
         else:
-            lnz, dlnz = staged.value_and_grad_unchecked(beta, ks)
+            lnz, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
             c = heat.specific_heat_unchecked(beta, ks)
     else:
         exe, compile_seconds = _program(method, order, ks)
@@ -315,7 +315,7 @@ def taylor_mode_works(schedule=(2,)):
     (True, None).  With JAX 0.10.x to 0.12.0.1 it is False: an ``UnexpectedTracerError`` inside
     ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
     ks = tuple(check_schedule(schedule))
-    f = lambda b: trg.lnz_unchecked(b, ks)                               # noqa: E731
+    f = lambda b: trg.lnz_per_site_unchecked(b, ks)                               # noqa: E731
     try:
         jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
     except Exception as e:                                          # noqa: BLE001 (reported)

@@ -286,10 +286,10 @@ def value_and_grad_jax(beta, schedule):
     Source: the staged fix of the source report ("每一步单独建图、单独求 vjp", each step on
     its own graph with its own vjp), written with ``jax.vjp``.
     """
-    return value_and_grad_unchecked(check_beta(beta), check_schedule(schedule))
+    return value_and_grad_jax_unchecked(check_beta(beta), check_schedule(schedule))
 
 
-def value_and_grad_unchecked(beta, ks):
+def value_and_grad_jax_unchecked(beta, ks):
     """:func:`value_and_grad_jax` for trgad's own callers, which checked beta and the schedule."""
     _compile_ahead(ks, 1)
     return _passes(beta, ks)[:2]
@@ -316,10 +316,10 @@ def value_grad_hess_jax(beta, schedule):
     step, applied to second-order forward mode (e.g. Griewank and Walther, *Evaluating
     Derivatives*, 2nd ed., ch. 13, Taylor propagation: jets compose step by step).
     """
-    return value_grad_hess_unchecked(check_beta(beta), check_schedule(schedule))
+    return value_grad_hess_jax_unchecked(check_beta(beta), check_schedule(schedule))
 
 
-def value_grad_hess_unchecked(beta, ks):
+def value_grad_hess_jax_unchecked(beta, ks):
     """:func:`value_grad_hess_jax` for trgad's own callers, which checked beta and the schedule."""
     _compile_ahead(ks, 2)
     f64 = jnp.float64

@@ -154,10 +154,10 @@ def lnz_per_site(beta, schedule, ops=None):
     """
     schedule = check_schedule(schedule)
     _check_concrete_beta(beta)
-    return lnz_unchecked(beta, schedule, ops)
+    return lnz_per_site_unchecked(beta, schedule, ops)
 
 
-def lnz_unchecked(beta, ks, ops=None):
+def lnz_per_site_unchecked(beta, ks, ops=None):
     """:func:`lnz_per_site` for trgad's own callers, which checked beta (when concrete) and the
     schedule ``ks`` already."""
     ops = ops or JAX

@@ -29,7 +29,7 @@ def lnz_fn(schedule):
 
 def _lnz_fn(ks):
     """:func:`lnz_fn` of a checked schedule."""
-    return lambda beta: trg.lnz_unchecked(beta, ks)
+    return lambda beta: trg.lnz_per_site_unchecked(beta, ks)
 
 
 def value_and_grad(beta, schedule, jit=True):

@@ -4,7 +4,10 @@ Each check returns the value converted to its type or raises :class:`InputError`
 one-line message names the value as the user gave it and the allowed range.  Every range
 below has a one-line reason (physics resolved, memory, float range or time); ``python -m
 trgad --help`` lists them for the command line.  Input is checked where it enters: the
-command line and the functions a chapter calls; the functions they call trust them.
+command line and the functions a chapter calls; the functions they call trust them.  A
+public function that trgad also calls from another module has a twin ``<name>_unchecked``
+beside it (the public one checks, then calls the twin; trgad's own callers call the twin);
+within one module a private core does the same.  ``tests/test_layers.py`` pairs the twins.
 """
 from __future__ import annotations
 

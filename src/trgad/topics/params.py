@@ -157,7 +157,7 @@ def beta_oracle(beta, schedule, params, grad):
     tensor, no SVD in it) or (expected, from_grad) = (beta d lnZ/N / d beta, grad_x + grad_y)
     (couplings)."""
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
-    _, dlnz = staged.value_and_grad_unchecked(beta, ks)
+    _, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
     grad = np.asarray(grad, dtype=float)
     if params == "couplings":
         return beta * dlnz, float(grad[0] + grad[1])
