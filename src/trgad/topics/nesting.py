@@ -102,11 +102,7 @@ def nested_grad(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> l
     for n in range(1, orders[-1] + 1):
         g = jax.grad(g)
         if n in orders:
-            t0 = time.perf_counter()
-            closed = jax.make_jaxpr(g)(x0)
-            seconds = time.perf_counter() - t0
-            rows.append({"order": n, "eqns": count_eqns(closed), "distinct": distinct_eqns(closed),
-                         "seconds": seconds, "value": _eval(closed, x0)})
+            rows.append(_row(n, g, x0))
     return rows
 
 
@@ -120,7 +116,6 @@ def taylor_mode(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> l
     computation, ``distinct``, ``seconds`` of its ``make_jaxpr``, ``value``.  Orders: increasing integers
     in [1, :data:`MAX_JET_ORDER`].  Raises InputError for bad orders or a non-finite x0.
     """
-    import jax
     from jax.experimental import jet
 
     orders, x0 = check_depths("orders", orders, 1, MAX_JET_ORDER), check_finite("x0", x0)
@@ -128,12 +123,20 @@ def taylor_mode(f: Callable, orders: Sequence[int], x0: float = SIN_EXP_X0) -> l
     for n in orders:
         series = ((1.0,) + (0.0,) * (n - 1),)
         g = lambda x, s=series: jet.jet(f, (x,), s)[1][-1]      # noqa: E731
-        t0 = time.perf_counter()
-        closed = jax.make_jaxpr(g)(x0)
-        seconds = time.perf_counter() - t0
-        rows.append({"order": n, "eqns": count_eqns(closed), "distinct": distinct_eqns(closed),
-                     "seconds": seconds, "value": _eval(closed, x0)})
+        rows.append(_row(n, g, x0))
     return rows
+
+
+def _row(order, g, x0):
+    """One row of :func:`nested_grad` and :func:`taylor_mode`: ``g``'s jaxpr at ``x0``, its
+    equations (all, distinct), the seconds of its ``make_jaxpr`` and its value."""
+    import jax
+
+    t0 = time.perf_counter()
+    closed = jax.make_jaxpr(g)(x0)
+    seconds = time.perf_counter() - t0
+    return {"order": order, "eqns": count_eqns(closed), "distinct": distinct_eqns(closed),
+            "seconds": seconds, "value": _eval(closed, x0)}
 
 
 def nested_cond(x, pred, depth: int):
