@@ -83,7 +83,15 @@ def _imported(tree, name="", known=None):
                 parts = a.name.split(".")
                 if parts[0] == "trgad" and len(parts) > 1:
                     found.append((node.lineno, ".".join(parts[1:])))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            target = _TARGET.fullmatch(node.value)         # "trgad.room.x:f", run in a child
+            if target:
+                found.append((node.lineno, target.group(1)))
     return found
+
+
+#: A function named as a string for a child process (``timing.run_with_timeout``).
+_TARGET = re.compile(r"trgad\.((?:\w+\.)*\w+):\w+")
 
 
 def _graph():
