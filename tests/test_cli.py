@@ -202,23 +202,3 @@ def test_help_takes_its_ranges_from_validate(command, capsys):
 def test_format_bound_is_exact():
     assert float(validate.format_bound(validate.BETA_MAX)) == validate.BETA_MAX
     assert validate.format_bound(86400.0) == "86400" and validate.format_bound(0.3) == "0.3"
-
-
-@pytest.mark.parametrize("method", ["staged", "whole"])
-def test_trg_checks_beta_once(cli, monkeypatch, method):
-    # issue 29 §3: input is checked where it enters, the command line; the functions it calls
-    # trust it.  Every module that imported check_beta gets the counting one.
-    calls = []
-    original = validate.check_beta
-
-    def counting(beta):
-        calls.append(beta)
-        return original(beta)
-
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("trgad") and \
-                getattr(module, "check_beta", None) is original:
-            monkeypatch.setattr(module, "check_beta", counting)
-    r = cli("trg", "--beta", "0.3", "--chi", "4", "--steps", "2", "--method", method, "--json")
-    assert r.returncode == 0, r.stderr
-    assert len(calls) == 1

@@ -176,3 +176,11 @@ def test_bad_input_is_one_line_naming_the_value(call, text):
 def test_the_pages_caps_are_valid_sizes():
     assert cylinder.check_L(caps.FIXEDPOINT_L) == caps.FIXEDPOINT_L
     assert fp.check_iterations(caps.FIXEDPOINT_SWEEP) == caps.FIXEDPOINT_SWEEP
+
+
+@pytest.mark.parametrize("beta", [0.0, 1e-5, 1.5])
+def test_cylinder_oracles_refuse_beta_outside_their_range(beta):
+    from trgad.runtime.validate import InputError
+
+    with pytest.raises(InputError, match=r"beta=.* is out of range"):
+        cylinder.exact(beta, 4)

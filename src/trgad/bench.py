@@ -34,10 +34,10 @@ import jax
 from .runtime import cache, compiled
 from .keyed import keyed_trg
 from .physics import modes, staged, trg, whole
-from .harness.rows import TENFERRO_ROWS, tenferro_rows
-from .runtime.timing import Sweep, block, capped_sweep, time_call
-from .runtime.validate import (InputError, check_beta, check_chi, check_positive, check_repeats,
-                       check_schedule, check_steps)
+from .harness.rows import TENFERRO_ROWS, tenferro_rows_unchecked
+from .runtime.timing import block, time_call_unchecked
+from .runtime.validate import (InputError, check_beta, check_chi, check_repeats, check_schedule,
+                               check_steps)
 
 #: The rows of ``run(...)["methods"]``, in order: the primal pass, then the four modes of
 #: :data:`trgad.physics.modes.METHODS` at first order.
@@ -70,8 +70,8 @@ def _program(name, ks):
     """The compiled executable of row ``name`` (not staged): the primal pass
     ``jit(lnZ/N)``, or the first-order program of :func:`trgad.physics.modes.program`."""
     if name == "primal":
-        return compiled.jit(whole.lnz_fn(ks)).lower(0.3).compile()
-    return modes.program(name, 1, ks)[0]
+        return compiled.jit(whole.lnz_fn_unchecked(ks)).lower(0.3).compile()
+    return modes.program_unchecked(name, 1, ks)[0]
 
 
 def _first_call(name, beta, ks):
@@ -168,9 +168,12 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     single program) and ``residual_bytes`` (see :func:`staged_memory`).  Raises InputError
     for a bad input or an unknown name.
     """
-    beta, ks = check_beta(beta), tuple(check_schedule(schedule))
-    repeats = check_repeats(repeats)
-    names = _check_names(names)
+    return methods_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+                             check_repeats(repeats), _check_names(names))
+
+
+def methods_unchecked(beta, ks, repeats=3, names=ROWS):
+    """:func:`methods` for a caller that checked its arguments (``ks`` a tuple)."""
     _warm_up()
     compiled.clear()
     first = {name: _first_call(name, beta, ks) for name in names}
@@ -214,7 +217,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     repeats, names = check_repeats(repeats), _check_names(names)
     schedule = trg.truncation_schedule_unchecked(chi, steps, beta)
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
-    rows = methods(beta, schedule, repeats, names)
+    rows = methods_unchecked(beta, tuple(schedule), repeats, names)
     out["methods"] = rows
     ratios = {
         "whole_over_primal": ("whole", "steady_seconds", "primal", "steady_seconds"),
@@ -232,12 +235,12 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
         if a in rows and b in rows:
             out[key] = rows[a][fa] / rows[b][fb]
     if with_tenferro:
-        rust = out["tenferro"] = tenferro_rows(beta, chi, steps, repeats=repeats)
+        rust = out["tenferro"] = tenferro_rows_unchecked(beta, chi, steps, repeats=repeats)
         for key, (a, fa, b, fb) in TENFERRO_RATIOS.items():
             if rust[a]["available"] and rust[a][fa] is not None and b in rows:
                 out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
-        out["second_order"] = second_order_costs(beta, schedule, repeats=repeats)
+        out["second_order"] = second_order_costs_unchecked(beta, tuple(schedule), repeats=repeats)
         if "primal" in rows:
             firsts = [r["first_seconds"] for r in out["second_order"].values()]
             primal = rows["primal"]["first_seconds"]
@@ -247,7 +250,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
                       for k, b in TARGETS.items() if k in out}
     out["all_targets_met"] = all(t["met"] for t in out["targets"].values())
     if engine:
-        out.update(engine_rows(beta, schedule, repeats=repeats, chi=chi))
+        out.update(engine_rows_unchecked(beta, schedule, repeats=repeats, chi=chi))
     return out
 
 
@@ -269,18 +272,23 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       ``engine_step_cost_<n>`` (mean primal + transform + run time of a full-size step) and
       ``engine_step_cost_ratio`` (about 1 when the cost is linear); ``engine_staged_steps``.
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
-    repeats = check_repeats(repeats)
+    return engine_rows_unchecked(check_beta(beta), check_schedule(schedule), check_repeats(repeats),
+                                 engine_steps, None if chi is None else check_chi(chi))
+
+
+def engine_rows_unchecked(beta, ks, repeats=3, engine_steps=(10, 20), chi=None):
+    """:func:`engine_rows` for a caller that checked its arguments."""
     out = {}
     chi = chi or max(ks)
     for n in engine_steps:
-        sched = ks[:n] if n <= len(ks) else trg.truncation_schedule(chi, n, beta)
-        t = time_call(lambda: keyed_trg.value_and_grad_engine(beta, sched), warmup=1, repeats=repeats)
+        sched = ks[:n] if n <= len(ks) else trg.truncation_schedule_unchecked(chi, n, beta)
+        t = time_call_unchecked(lambda: keyed_trg.value_and_grad_engine_unchecked(beta, sched),
+                                warmup=1, repeats=repeats)
         seconds, res = t.min, t.fastest
         out[f"engine_staged_{n}"] = seconds
         out[f"engine_transform_{n}"] = res["transform_seconds"]
         out[f"engine_key_visits_{n}"] = res["key_visits"]
-        full = staged.full_size_steps(sched)
+        full = staged.full_size_steps_unchecked(sched)
         rows = {r["stage"]: r for r in res["per_step"]}
         costs = [sum(rows[f"step {i}"][x] for x in ("primal_seconds", "transform_seconds", "run_seconds"))
                  for i in full]
@@ -297,38 +305,6 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     return out
 
 
-def growth(steps_list, chi=16, beta=0.3, repeats=1, cap_seconds=None, names=ROWS):
-    """How each row's cost grows with the number of steps.
-
-    For each row in ``names`` (from :data:`ROWS`) and each n in ``steps_list``, the figures
-    of :func:`methods` (``first_seconds`` from empty caches, ``steady_seconds`` the minimum
-    of ``repeats`` calls after it, ``temp_bytes``; staged also ``peak_temp_bytes``) plus
-    ``steps`` and ``seconds`` (= first_seconds); a row's sweep stops after the first n whose
-    first call took more than ``cap_seconds`` (default: no cap), as
-    :func:`trgad.runtime.timing.capped_sweep` does.  Returns a dict row name -> {"rows": [...],
-    "stopped_at": n or None}.  Raises InputError for bad input.
-    """
-    steps_list = [check_steps(n) for n in steps_list]
-    chi, beta, repeats = check_chi(chi), check_beta(beta), check_repeats(repeats)
-    cap = check_positive("cap_seconds", cap_seconds) if cap_seconds is not None else float("inf")
-    names = _check_names(names)
-    schedules = {n: tuple(trg.truncation_schedule_unchecked(chi, n, beta)) for n in steps_list}
-
-    def measure(name, n):
-        compiled.clear()
-        call, first, exe = _first_call(name, beta, schedules[n])
-        steady = time_call(call, warmup=0, repeats=repeats).min
-        return dict({"first_seconds": first, "steady_seconds": steady}, **_memory(exe),
-                    steps=n, seconds=first)
-
-    out = {}
-    for name in names:
-        sweep = capped_sweep(lambda n: measure(name, n), steps_list, cap) if cap != float("inf") \
-            else Sweep([measure(name, n) for n in steps_list])
-        out[name] = {"rows": sweep.rows, "stopped_at": sweep.stopped_at}
-    return out
-
-
 def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     """Cost of c by each method of :mod:`trgad.physics.modes` (order 2, exact) at one point.
 
@@ -339,21 +315,26 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     :func:`methods`).  What :mod:`trgad.topics.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
-    repeats = check_repeats(repeats)
-    names = [modes.check_method(name) for name in names]
+    return second_order_costs_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+                                        [modes.check_method(name) for name in names],
+                                        check_repeats(repeats))
+
+
+def second_order_costs_unchecked(beta, ks, names=modes.METHODS, repeats=2):
+    """:func:`second_order_costs` for a caller that checked its arguments (``ks`` a tuple)."""
     out, kept = {}, {}
     for name in names:
         compiled.clear()
         jax.clear_caches()      # as the first-order rows: no method reuses another's traces
         with cache.disabled():
-            r = modes.value_and_derivatives(beta, schedule, name, order=2)
+            r = modes.value_and_derivatives_unchecked(beta, ks, name, order=2)
         out[name] = {"first_seconds": r["seconds"], "c": r["c"]}
         # keep what this method compiled: the next method's first call starts from empty
         # caches, and compiling every program twice would double the cost
         for registry, entries in compiled.snapshot().items():
             kept.setdefault(registry, {}).update(entries)
     compiled.restore(kept)
-    calls = {name: (lambda name=name: modes.value_and_derivatives(beta, schedule, name, order=2))
+    calls = {name: (lambda name=name: modes.value_and_derivatives_unchecked(beta, ks, name, order=2))
              for name in names}
     for name, t in _round_robin(calls, repeats).items():
         out[name]["steady_seconds"] = t

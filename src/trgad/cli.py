@@ -24,7 +24,7 @@ from .growth import graphs, userstep
 from .harness import tenferro
 from .keyed import keyed_trg, keys as keyed_keys
 from .physics import modes, trg
-from .runtime.timing import run_with_timeout
+from .runtime.timing import run_with_timeout_unchecked
 from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
                                MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
                                check_chain, check_chi, check_choice, check_engine, check_point,
@@ -141,9 +141,9 @@ def _parser():
     cap = argparse.ArgumentParser(add_help=False)
     cap.add_argument("--timeout", default=str(TIMEOUT), help=f"kill the run (its whole process group) after "
                      f"this many seconds, in (0, {format_bound(TIMEOUT_MAX)}] (default {TIMEOUT:g})")
-    lo, hi = tenferro.BETA_RANGE
     trg_args = argparse.ArgumentParser(add_help=False)
-    trg_args.add_argument("--beta", default="0.3", help=f"inverse temperature in ({lo:g}, {hi:g}] (default 0.3)")
+    trg_args.add_argument("--beta", default="0.3",
+                          help=f"inverse temperature in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (default 0.3)")
     trg_args.add_argument("--chi", default="16", help=f"bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
     release = argparse.ArgumentParser(add_help=False)
     release.add_argument("--release", default=tenferro.VERSION, help=f"tenferro-rs release, one of "
@@ -171,19 +171,19 @@ def _parser():
 
 
 def _cmd_tenferro(a):
-    timeout = check_timeout(a.timeout)
+    # the public functions of trgad.harness.tenferro check every argument, the timeout included
     if a.what == "count":
-        return _emit(_count(a, timeout), a.json, _line, "tenferro count")
+        return _emit(_count(a), a.json, _line, "tenferro count")
     if a.what == "whole":
         out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, keep=a.keep, version=a.release,
-                             timeout=timeout)
+                             timeout=a.timeout)
     elif a.what == "chain":
-        out = tenferro.chain(a.depth, a.fanout, a.x0, version=a.release, timeout=timeout)
+        out = tenferro.chain(a.depth, a.fanout, a.x0, version=a.release, timeout=a.timeout)
     else:
-        out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, timeout=timeout)
+        out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, timeout=a.timeout)
     if not out["returned"]:
-        print(f"trgad: error: tenferro {a.what} did not return within {timeout:g} s (process group "
-              f"killed)", file=sys.stderr)
+        print(f"trgad: error: tenferro {a.what} did not return within {out['timeout_s']:g} s "
+              f"(process group killed)", file=sys.stderr)
         if a.json:
             print(json.dumps(out))
         return 3
@@ -193,7 +193,7 @@ def _cmd_tenferro(a):
     return _emit(out, a.json, _line, f"tenferro {a.what}")
 
 
-def _count(a, timeout):
+def _count(a):
     graph = check_choice("--graph", a.graph, ("chain", "trg"))
     needed, other = ("--depth", "--steps") if graph == "chain" else ("--steps", "--depth")
     if getattr(a, needed[2:]) is None:
@@ -201,13 +201,13 @@ def _count(a, timeout):
     if getattr(a, other[2:]) is not None:
         raise InputError(f"--graph {graph} takes no {other}")
     if graph == "chain":
-        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, timeout=timeout)
-    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, timeout=timeout)
+        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, timeout=a.timeout)
+    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, timeout=a.timeout)
 
 
 def _in_child(target, kwargs, timeout, what, hint):
     """Run ``target`` in a child process; its value, or an exit status after one line."""
-    run = run_with_timeout(target, kwargs, timeout=timeout)
+    run = run_with_timeout_unchecked(target, kwargs, timeout)
     if run.returned:
         return run.value, 0
     if run.input_error:
@@ -343,7 +343,7 @@ def _cmd_probe(a):
         raise InputError("--x0 is not used with --graph trg (the TRG is probed by steps at beta = 0.3)")
     kwargs = {"graph": graph, "x0": list(x0) if isinstance(x0, tuple) else x0,
               "engine": engine, "keys": keys, "budget": budget, "label": a.graph}
-    out, status = _in_child("trgad.growth.probe:run", kwargs, timeout, f"probe graph={a.graph} on {engine}",
+    out, status = _in_child("trgad.growth.probe:run_unchecked", kwargs, timeout, f"probe graph={a.graph} on {engine}",
                             "try a smaller --budget or a larger --timeout")
     if status:
         return status

@@ -37,12 +37,13 @@ from ..runtime import compiled
 from ..physics import trg, whole
 from ..keyed.keyed_trg import KeyedOps
 from ..keyed.keys import STRATEGIES, path_count
-from ..runtime.timing import count_eqns, time_grad_transform
+from ..runtime.timing import count_eqns, time_grad_transform_unchecked
 from .graphs import BUILTINS
-from .userstep import as_state, check_step, load_step, one_line
+from .userstep import as_state, as_state_unchecked, check_step, load_step, one_line
 from ..runtime.validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_depths, check_engine,
                                 check_int, check_positive)
-from .verdict import Growth, classify, depth_to_detect
+from .sweep import budgeted_sweep
+from .verdict import Growth, depth_to_detect
 
 #: Default depths for :func:`growth` on the keyed engine (exact key visits; the time budget
 #: stops an exponential sweep early).
@@ -88,7 +89,7 @@ def _unroll(step, state, depth, is_tuple, where, first=True):
 
 
 def _measure_keyed(step, state, is_tuple, depth, keys):
-    leaves = [keyed.leaf(v, keys) for v in state]
+    leaves = [keyed.leaf_unchecked(v, keys) for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     y = _unroll(step, start, depth, is_tuple, "on the keyed engine's values")
     if not isinstance(y, keyed.Value) or y.shape != ():
@@ -110,7 +111,7 @@ def _engine_row(d):
 def _jax_row(f, x0, execute=True, repeats=3):
     """JAX's transform of ``f`` at ``x0`` (CPU time, min of ``repeats``), and optionally one
     compiled ``jit(grad)`` call (wall time, after compiling)."""
-    seconds, jaxpr = time_grad_transform(f, x0, repeats=repeats, clock=time.process_time)
+    seconds, jaxpr = time_grad_transform_unchecked(f, x0, repeats, time.process_time)
     run, val = None, None
     if execute:
         g = compiled.jit(jax.grad(f))
@@ -137,51 +138,6 @@ def _measure_jax(step, state, is_tuple, depth, execute=True):
         raise InputError(f"step must compute a scalar from its argument: {one_line(e)}") from None
 
 
-def _predict(depths, walls, costs, d):
-    """Predicted wall time at depth ``d``: the last wall time grown by the last observed
-    growth of the cost, extrapolated exponentially in d (an overestimate for polynomials)."""
-    if len(depths) < 2:
-        return 0.0
-    c1, c2 = costs[-2], costs[-1]
-    growth = c2 / c1 if c1 and c2 and c2 > c1 else 1.0
-    return walls[-1] * growth ** ((d - depths[-1]) / (depths[-1] - depths[-2]))
-
-
-def _sweep(measure_at, depths, engine, keys, budget):
-    """Shared sweep loop with the time budget; returns a classified :class:`Growth`."""
-    res = Growth(engine=engine, keys=keys if engine == "keyed" else None, depths=[],
-                 transform_seconds=[], run_seconds=[], free_seconds=[], key_visits=[],
-                 derivative_ops=[], grads=[],
-                 measure="key_visits" if engine == "keyed" else "transform_cpu_seconds",
-                 budget_seconds=budget)
-    t_start = time.perf_counter()
-    walls = []
-    for i, d in enumerate(depths):
-        elapsed = time.perf_counter() - t_start
-        predicted = _predict(res.depths, walls, res.costs(), d)
-        if i and elapsed + predicted > budget:
-            res.stopped_early = True
-            res.stop_reason = (f"budget: depth {d} predicted to take {predicted:.3g} s, "
-                               f"{budget - elapsed:.3g} s of {budget:g} s left")
-            break
-        t0 = time.perf_counter()
-        row = measure_at(d)
-        walls.append(time.perf_counter() - t0)
-        res.depths.append(d)
-        for name in ("transform_seconds", "run_seconds", "free_seconds", "key_visits", "derivative_ops"):
-            getattr(res, name).append(row[name])
-        res.grads.append(row["grad"])
-        if time.perf_counter() - t_start > budget and i < len(depths) - 1:
-            res.stopped_early = True
-            res.stop_reason = f"budget: {budget:g} s used up after depth {d}"
-            break
-    res.elapsed_seconds = time.perf_counter() - t_start
-    c = classify(res.depths, res.costs())
-    res.ratios, res.base, res.verdict, res.rule, res.doubling = c.ratios, c.base, c.verdict, c.rule, c.doubling
-    res.detection_limit = c.detection_limit
-    return res
-
-
 #: Path growth per layer above which the paths count as exponential (a permutation or a
 #: chain of single uses has growth exactly 1; rounding of the eigenvalue stays far below this).
 PATH_GROWTH_TOL = 1e-9
@@ -197,9 +153,13 @@ def path_growth(step: Callable, x0) -> float:
     structural key walk visits one by one.  Returns a float >= 0; raises InputError as
     :func:`path_matrix` does.
     """
+    return _path_growth(step, *_checked_step(step, x0))
+
+
+def _path_growth(step, state, is_tuple):
     import numpy as np
 
-    M = np.array(path_matrix(step, x0), dtype=float)
+    M = np.array(_path_matrix(step, state, is_tuple), dtype=float)
     reach, todo = {0}, [0]
     while todo:                       # components that component 0 depends on
         i = todo.pop()
@@ -211,10 +171,10 @@ def path_growth(step: Callable, x0) -> float:
     return float(max(abs(np.linalg.eigvals(M[np.ix_(idx, idx)]))))
 
 
-def _path_check(res, step, x0):
+def _path_check(res, step, state, is_tuple):
     """A "polynomial" verdict that the exact path count contradicts becomes "undetermined"
     (structural keys on the keyed engine, whose visits walk every path)."""
-    res.path_growth = path_growth(step, x0)
+    res.path_growth = _path_growth(step, state, is_tuple)
     if res.verdict == "polynomial" and res.path_growth > 1 + PATH_GROWTH_TOL:
         need = depth_to_detect(res.path_growth)
         res.verdict = "undetermined"
@@ -265,18 +225,26 @@ def growth(step: Callable, x0, depths: Sequence[int] | None = None, engine: str 
     if depths is None:
         depths = DEPTHS if engine == "keyed" else DEPTHS_JAX
     depths = check_depths("depths", depths, 1, 100_000)
+    return _growth(step, *_checked_step(step, x0), depths, engine, keys, budget, execute)
+
+
+def _checked_step(step, x0):
+    """(state, is_tuple) of a callable ``step`` and a good ``x0``; InputError otherwise."""
     if not callable(step):
         raise InputError(f"step={step!r} is not callable")
-    state, is_tuple = as_state(x0)
+    return as_state(x0)
 
+
+def _growth(step, state, is_tuple, depths, engine, keys, budget, execute=True):
+    """:func:`growth` of checked arguments."""
     def measure_at(d):
         if engine == "keyed":
             return _measure_keyed(step, state, is_tuple, d, keys)
         return _measure_jax(step, state, is_tuple, d, execute=execute)
 
-    res = _sweep(measure_at, depths, engine, keys, budget)
+    res = budgeted_sweep(measure_at, depths, engine, keys, budget)
     if engine == "keyed" and keys == "structural":
-        _path_check(res, step, x0)
+        _path_check(res, step, state, is_tuple)
     return res
 
 
@@ -297,18 +265,22 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
     if steps is None:
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
     steps = check_depths("steps", steps, 1, 100_000)
-    chi, beta = check_chi(chi), check_beta(beta)
+    return _trg_growth(steps, engine, keys, check_chi(chi), check_beta(beta), budget, execute)
+
+
+def _trg_growth(steps, engine, keys, chi, beta, budget, execute):
+    """:func:`trg_growth` of checked arguments."""
     full = trg.truncation_schedule_unchecked(chi, max(steps), beta)
 
     def measure_at(n):
         schedule = full[:n]
         if engine == "keyed":
-            b = keyed.leaf(beta, keys)
-            y = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps(keys))
+            b = keyed.leaf_unchecked(beta, keys)
+            y = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps.unchecked(keys))
             return _engine_row(keyed.grad(y, b))
-        return _jax_row(whole.lnz_fn(schedule), beta, execute=execute)
+        return _jax_row(whole.lnz_fn_unchecked(schedule), beta, execute=execute)
 
-    return _sweep(measure_at, steps, engine, keys, budget)
+    return budgeted_sweep(measure_at, steps, engine, keys, budget)
 
 
 def split_costs(step: Callable, x0, depth: int, keys: str = "structural") -> dict:
@@ -344,10 +316,11 @@ def path_matrix(step: Callable, x0) -> list:
     output that is a constant, not an engine value, has a row of zeros).  Raises InputError
     as :func:`growth` does for a bad step or x0.
     """
-    if not callable(step):
-        raise InputError(f"step={step!r} is not callable")
-    state, is_tuple = as_state(x0)
-    leaves = [keyed.leaf(v, "structural") for v in state]
+    return _path_matrix(step, *_checked_step(step, x0))
+
+
+def _path_matrix(step, state, is_tuple):
+    leaves = [keyed.leaf_unchecked(v, "structural") for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     out = _unroll(step, start, 1, is_tuple, "on the keyed engine's values", first=False)
     outs = tuple(out) if is_tuple else (out,)
@@ -371,25 +344,36 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
     for a bad graph, x0, engine, keys or budget, or a user step that does not import or
     fails on x0.
     """
-    label = graph if label is None else label
     engine, keys, budget = _check_common(engine, keys, budget)
+    if x0 is not None:
+        state, is_tuple = as_state(x0)
+        x0 = state if is_tuple else state[0]
+    return run_unchecked(graph, x0, engine, keys, budget, label)
+
+
+def run_unchecked(graph, x0, engine, keys, budget, label=None):
+    """:func:`run` for the command line, which checked x0, engine, keys and budget (it runs
+    this in a child process)."""
+    label = graph if label is None else label
     if isinstance(x0, list):
         x0 = tuple(x0)
+    depths = DEPTHS if engine == "keyed" else DEPTHS_JAX
     if graph == "trg":
         if x0 is not None:
             raise InputError("x0 is not used with graph='trg' (the TRG is probed by steps at beta = 0.3)")
-        res = trg_growth(engine=engine, keys=keys, budget=budget, execute=False)
+        steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
+        res = _trg_growth(steps, engine, keys, 16, 0.3, budget, execute=False)
         desc = "whole-graph Levin-Nave TRG, chi = 16, beta = 0.3, by steps"
     elif graph in BUILTINS:
         step, default, desc = BUILTINS[graph]
         x0 = default if x0 is None else x0
-        res = growth(step, x0, engine=engine, keys=keys, budget=budget)
+        res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
     else:
         step = load_step(graph, label)
         if x0 is None:
             raise InputError(f"graph={label!r} needs x0 (--x0), the starting state")
         check_step(step, x0, label)
-        res = growth(step, x0, engine=engine, keys=keys, budget=budget)
+        res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
         desc = f"user step {label}"
     out = {"graph": label, "description": desc, "x0": list(x0) if isinstance(x0, tuple) else x0}
     out.update(res.as_dict())

@@ -35,6 +35,11 @@ def as_state(x0):
     return tuple(check_point("x0", v) for v in items), isinstance(x0, (tuple, list))
 
 
+def as_state_unchecked(x0):
+    """:func:`as_state` of an x0 its caller checked."""
+    return (tuple(x0), True) if isinstance(x0, (tuple, list)) else ((x0,), False)
+
+
 def parse_x0(text):
     """``--x0`` text: one number ("1.5") or comma-separated numbers ("0.9,0.8" -> a tuple),
     each as :func:`trgad.runtime.validate.check_point` accepts; InputError naming the text otherwise."""
@@ -88,8 +93,9 @@ def load_step(spec, label=None):
 def check_step(step, x0, spec):
     """Run ``step`` once on plain floats at ``x0``; InputError (one line, naming ``spec``) if
     it fails (any exception, ``SystemExit`` and ``KeyboardInterrupt`` included) or returns
-    something that is not a state of the same shape with finite numbers."""
-    state, is_tuple = as_state(x0)
+    something that is not a state of the same shape with finite numbers.  ``x0`` is trusted
+    (:func:`as_state` or :func:`parse_x0` checked it)."""
+    state, is_tuple = as_state_unchecked(x0)
     try:
         out = step(state if is_tuple else state[0])
         values = list(out) if is_tuple else [out]

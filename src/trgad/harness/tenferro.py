@@ -47,8 +47,8 @@ from pathlib import Path
 from . import callgrind
 from ..physics import trg
 from ..runtime.timing import run_command
-from ..runtime.validate import (InputError, check_chain, check_chi, check_choice, check_range,
-                                check_repeats, check_steps, check_timeout)
+from ..runtime.validate import (InputError, check_beta, check_chain, check_chi, check_choice,
+                                check_range, check_repeats, check_steps, check_timeout)
 
 #: The tenferro-rs release the harness is built against (its Cargo.toml pins ``=0.8.0``).
 VERSION = "0.8.0"
@@ -62,8 +62,6 @@ VERSIONS = (VERSION, NEWEST)
 #: The harness's program, installed beside this Python's scripts (for :data:`VERSION`;
 #: ``trgad-tenferro-0-9-0`` for 0.9.0).
 PROGRAM = "trgad-tenferro"
-#: Range of beta the harness takes (it differentiates e^{-2 beta} directly, so beta > 0).
-BETA_RANGE = (1e-3, 10.0)
 #: Default hard timeout of one run, seconds.
 TIMEOUT_SECONDS = 60.0
 
@@ -143,32 +141,35 @@ def _run(args, timeout, version=VERSION):
     return out
 
 
-def _beta(beta):
-    return check_range("beta", beta, *BETA_RANGE, why="the harness differentiates e^(-2 beta), beta > 0")
-
-
-def _schedule_arg(steps, beta, chi):
-    """The --schedule argument; ``beta`` already checked by :func:`_beta` (a range inside trgad's)."""
-    steps, chi = check_steps(steps), check_chi(chi)
+def _schedule(steps, beta, chi):
+    """The --schedule argument (:func:`trgad.physics.trg.truncation_schedule`)."""
     return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
 
 
 def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION,
           timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
-    steps at ``beta`` (in :data:`BETA_RANGE`) and bond dimension ``chi``; see the module
-    docstring for the keys.  ``keep=True``: the gradient graph is not dropped (``drop_ms``
-    None; the child's exit frees it), where the drop would cost as much as the transform
-    again.  ``version``: the tenferro-rs release (one of :data:`VERSIONS`).  A run past
-    ``timeout`` seconds is killed: ``returned`` False."""
-    beta, timeout, version = _beta(beta), check_timeout(timeout), _version(version)
+    steps at ``beta`` and bond dimension ``chi`` (the ranges of
+    :mod:`trgad.runtime.validate`); see the module docstring for the keys.  ``keep=True``:
+    the gradient graph is not dropped (``drop_ms`` None; the child's exit frees it), where
+    the drop would cost as much as the transform again.  ``version``: the tenferro-rs
+    release (one of :data:`VERSIONS`).  A run past ``timeout`` seconds is killed:
+    ``returned`` False."""
     if eager and keep:
         raise InputError("eager=True and keep=True: keep applies to ad.grad's graph only")
-    args = ["whole", "--schedule", _schedule_arg(steps, beta, chi), "--beta", repr(beta)]
+    return whole_unchecked(check_steps(steps), check_beta(beta), check_chi(chi), eager=eager,
+                           keep=keep, version=_version(version), timeout=check_timeout(timeout))
+
+
+def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSION,
+                    timeout=TIMEOUT_SECONDS):
+    """:func:`whole` for a caller that checked its arguments."""
+    args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
     return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout, version)
 
 
 def _chain_args(depth, fanout, x0):
+    """The chain's arguments, checked: the harness takes depth <= 64 and fanout <= 8."""
     depth, fanout = check_chain(depth, fanout)
     if depth > 64 or fanout > 8:
         raise InputError(f"depth={depth}, fanout={fanout}: the harness takes depth <= 64, fanout <= 8")
@@ -179,16 +180,19 @@ def _chain_args(depth, fanout, x0):
 def chain(depth, fanout=2, x0=2.0, *, version=VERSION, timeout=TIMEOUT_SECONDS):
     """``ad.grad`` of the mul chain y <- y**fanout / fanout to ``depth`` at ``x0`` (2 is the
     fixed point of y*y/2: the gradient is 2**depth), with tenferro-rs ``version``."""
-    args, timeout, version = _chain_args(depth, fanout, x0), check_timeout(timeout), _version(version)
-    return _run(args, timeout, version)
+    return _run(_chain_args(depth, fanout, x0), check_timeout(timeout), _version(version))
 
 
 def staged(steps=20, beta=0.3, chi=16, *, repeats=3, timeout=TIMEOUT_SECONDS):
     """The staged value and gradient (one VJP per step) of ``steps`` TRG steps: lnZ/N, u,
     the first pass's time and the fastest of ``repeats`` passes after it."""
-    beta, timeout = _beta(beta), check_timeout(timeout)
-    repeats = check_repeats(repeats)
-    args = ["staged", "--schedule", _schedule_arg(steps, beta, chi), "--beta", repr(beta),
+    return staged_unchecked(check_steps(steps), check_beta(beta), check_chi(chi),
+                            repeats=check_repeats(repeats), timeout=check_timeout(timeout))
+
+
+def staged_unchecked(steps, beta, chi, *, repeats=3, timeout=TIMEOUT_SECONDS):
+    """:func:`staged` for a caller that checked its arguments."""
+    args = ["staged", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta),
             "--repeats", str(repeats)]
     return _run(args, timeout)
 
@@ -300,7 +304,9 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
     if graph == "chain":
         args = _chain_args(depth, fanout, 1.1)
     else:
-        args = ["whole", "--schedule", _schedule_arg(steps, _beta(beta), chi), "--beta", repr(float(beta))]
+        beta = check_beta(beta)
+        args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
+                "--beta", repr(beta)]
     binary = program(version)
     parts = [_file_hash(binary), _valgrind_version(), args, KEY_EQ, COUNTED]
 

@@ -21,9 +21,9 @@ import jax
 
 from . import engine as keyed
 from .keys import STRATEGIES
-from ..runtime.timing import Sweep, capped_sweep, count_eqns, time_grad_transform
-from ..runtime.validate import (AD_MODES, check_chain, check_choice, check_engine, check_int, check_point,
-                                check_positive)
+from ..runtime.timing import Sweep, capped_sweep_unchecked, count_eqns, time_grad_transform_unchecked
+from ..runtime.validate import (AD_MODES, CHAIN_MAX_OPS, check_chain, check_choice, check_depths,
+                                check_engine, check_int, check_point, check_positive)
 
 #: Differentiation modes of :func:`run`: reverse mode, forward mode, and the keyed engine's
 #: eager forward mode (its last, keyed engine only).
@@ -110,7 +110,7 @@ def run_unchecked(depth, fanout, engine, keys, x0, mode="reverse"):
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":
-        x = keyed.leaf(x0, keys)
+        x = keyed.leaf_unchecked(x0, keys)
         y = build(x, depth, fanout)
         if mode == "reverse":
             d = keyed.grad(y, x)
@@ -124,7 +124,7 @@ def run_unchecked(depth, fanout, engine, keys, x0, mode="reverse"):
                    free_seconds=d.free_seconds)
     else:
         f = lambda x: build(x, depth, fanout)  # noqa: E731
-        seconds, jaxpr = time_grad_transform(f, x0, mode=mode)
+        seconds, jaxpr = time_grad_transform_unchecked(f, x0, 1, mode=mode)
         g = float(jax.grad(f)(x0) if mode == "reverse" else jax.jvp(f, (x0,), (1.0,))[1])
         out.update(transform_seconds=seconds, key_visits=None, derivative_ops=count_eqns(jaxpr))
     out["grad"] = g if math.isfinite(g) else None
@@ -143,15 +143,22 @@ def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds
 
     Each row is :func:`run`'s dict; with ``repeats`` > 1 the chain is transformed that many
     times and ``transform_seconds`` is the minimum.  Returns a :class:`trgad.runtime.timing.Sweep`
-    (``rows``, ``stopped_at`` = the depth that passed the cap or None).
+    (``rows``, ``stopped_at`` = the depth that passed the cap or None).  Raises InputError as
+    :func:`run` does, for depths that are not increasing, repeats < 1 or a cap that is not a
+    positive number.
     """
-    repeats = check_int("repeats", repeats, 1)
+    depths = check_depths("depths", depths, 1, CHAIN_MAX_OPS)
+    fanout = check_chain(depths[-1], fanout)[1]      # the deepest chain bounds them all
+    engine = check_engine(engine)
+    keys = check_choice("keys", keys, STRATEGIES)
+    mode = check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)
+    x0, repeats = check_point("x0", x0), check_int("repeats", repeats, 1)
 
     def measure(depth):
-        rows = [run(depth, fanout, engine=engine, keys=keys, x0=x0, mode=mode) for _ in range(repeats)]
-        best = min(rows, key=lambda r: r["transform_seconds"])
-        return best
+        rows = [run_unchecked(depth, fanout, engine, keys, x0, mode) for _ in range(repeats)]
+        return min(rows, key=lambda r: r["transform_seconds"])
 
     if cap_seconds is None:
         return Sweep([measure(d) for d in depths], None, 0.0)
-    return capped_sweep(measure, depths, check_positive("cap_seconds", cap_seconds), key="transform_seconds")
+    return capped_sweep_unchecked(measure, depths, check_positive("cap_seconds", cap_seconds),
+                                  key="transform_seconds")

@@ -117,7 +117,11 @@ def leaf(x, keys="structural"):
     Returns a :class:`Value` of ``x``'s shape.  Raises InputError for an unknown strategy or
     a non-numeric ``x``.
     """
-    check_choice("keys", keys, STRATEGIES)
+    return leaf_unchecked(x, check_choice("keys", keys, STRATEGIES))
+
+
+def leaf_unchecked(x, keys):
+    """:func:`leaf` for a caller that checked ``keys``."""
     return Value(_as_array(x), fresh_leaf_key(keys, "input"))
 
 

@@ -37,7 +37,17 @@ class KeyedOps:
     """
 
     def __init__(self, keys="structural"):
-        self.keys = check_choice("keys", keys, STRATEGIES)
+        self._use(check_choice("keys", keys, STRATEGIES))
+
+    @classmethod
+    def unchecked(cls, keys):
+        """The namespace for a caller that checked ``keys``."""
+        ops = cls.__new__(cls)
+        ops._use(keys)
+        return ops
+
+    def _use(self, keys):
+        self.keys = keys
         self.name = f"keyed-{keys}"
         self.exp, self.expm1, self.log, self.sqrt = keyed.exp, keyed.expm1, keyed.log, keyed.sqrt
         self.reshape, self.transpose, self.einsum = keyed.reshape, keyed.transpose, keyed.einsum
@@ -78,8 +88,8 @@ def trg_whole_unchecked(beta, schedule, keys):
     """:func:`trg_whole` for the command line, which checked beta, the schedule and keys
     (it runs this in a child process)."""
     t0 = time.perf_counter()
-    b = keyed.leaf(beta, keys)
-    lnz = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps(keys))
+    b = keyed.leaf_unchecked(beta, keys)
+    lnz = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps.unchecked(keys))
     primal = time.perf_counter() - t0
     d = keyed.grad(lnz, b)
     g = float(d.run())
@@ -119,29 +129,30 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     ------
     InputError for bad beta, schedule or keys.
     """
-    return _value_and_grad(check_beta(beta), check_schedule(schedule), check_choice("keys", keys, STRATEGIES))
+    return value_and_grad_engine_unchecked(check_beta(beta), check_schedule(schedule),
+                                           check_choice("keys", keys, STRATEGIES))
 
 
-def _value_and_grad(beta, ks, keys):
-    """:func:`value_and_grad_engine` of checked arguments."""
-    ops = KeyedOps(keys)
+def value_and_grad_engine_unchecked(beta, ks, keys="structural"):
+    """:func:`value_and_grad_engine` for a caller that checked its arguments."""
+    ops = KeyedOps.unchecked(keys)
     n = len(ks)
 
     t0 = time.perf_counter()
-    beta_leaf = keyed.leaf(beta, keys=keys)
+    beta_leaf = keyed.leaf_unchecked(beta, keys)
     T0 = ising.initial_tensor(beta_leaf, ops)
     stages = []          # (leaf, T_next, ln) per step
     current = _concrete(T0)
     ln_values, step_primal = [], []
     for k in ks:
         t_step = time.perf_counter()
-        leaf = keyed.leaf(current, keys=keys)
+        leaf = keyed.leaf_unchecked(current, keys)
         T_next, ln = trg.trg_step(leaf, k, ops)
         stages.append((leaf, T_next, ln))
         current = _concrete(T_next)
         ln_values.append(float(_concrete(ln)))
         step_primal.append(time.perf_counter() - t_step)
-    last_leaf = keyed.leaf(current, keys=keys)
+    last_leaf = keyed.leaf_unchecked(current, keys)
     tail = ops.log(trg.torus_trace(last_leaf, ops))
     tail_value = float(_concrete(tail))
     primal_seconds = time.perf_counter() - t0
@@ -195,7 +206,7 @@ def specific_heat(beta, schedule, keys="structural", h=None):
 
 def _specific_heat(beta, ks, keys, h=None):
     """:func:`specific_heat` of checked arguments."""
-    return heat.central_difference_c(lambda b: _value_and_grad(b, ks, keys)["dlnz"], beta, h)
+    return heat.central_difference_c(lambda b: value_and_grad_engine_unchecked(b, ks, keys)["dlnz"], beta, h)
 
 
 def staged_derivatives(beta, schedule, keys="structural", order=1):
@@ -212,7 +223,7 @@ def staged_derivatives(beta, schedule, keys="structural", order=1):
     """
     ks = schedule
     t0 = time.perf_counter()
-    r = _value_and_grad(beta, ks, keys)
+    r = value_and_grad_engine_unchecked(beta, ks, keys)
     out = {"method": "staged", "order": order, "lnz_per_site": r["lnz_per_site"], "u": -r["dlnz"],
            "c": None, "c_method": None, "fd_step": None, "keys": keys}
     out.update({name: r[name] for name in ("transform_seconds", "key_visits", "derivative_ops",

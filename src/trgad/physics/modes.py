@@ -235,11 +235,11 @@ def program(method, order, schedule):
     method = check_method(method)
     if method == "staged":
         raise InputError("method='staged' is not one program: see trgad.physics.staged")
-    return _program(method, check_order(order), tuple(check_schedule(schedule)))
+    return program_unchecked(method, check_order(order), tuple(check_schedule(schedule)))
 
 
-def _program(method, order, ks):
-    """:func:`program` of a checked method (not staged), order and schedule (a tuple)."""
+def program_unchecked(method, order, ks):
+    """:func:`program` for a caller that checked its method (not staged), order and schedule (a tuple)."""
     key = (method, order, ks)
     if key in _EXECUTABLES:
         return _EXECUTABLES[key], 0.0
@@ -298,7 +298,7 @@ def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method
             lnz, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
             c = heat.specific_heat_unchecked(beta, ks)
     else:
-        exe, compile_seconds = _program(method, order, ks)
+        exe, compile_seconds = program_unchecked(method, order, ks)
         lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
         c = None if d2 is None else ising.specific_heat_of(beta, d2)
     fd = order == 2 and method == "staged" and c_method == "fd"

@@ -344,7 +344,11 @@ def full_size_steps(schedule):
     steps with a smaller input cost far less (at chi = 16: steps 0-3, inputs of D <= 4).
     Raises InputError for a bad schedule.
     """
-    ks = check_schedule(schedule)
+    return full_size_steps_unchecked(check_schedule(schedule))
+
+
+def full_size_steps_unchecked(ks):
+    """:func:`full_size_steps` of a schedule its caller checked."""
     dims = [2] + list(ks[:-1])
     return [i for i, d in enumerate(dims) if d == max(dims)]
 

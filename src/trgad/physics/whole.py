@@ -13,7 +13,7 @@ import jax
 
 from ..runtime import compiled
 from . import ising, trg
-from ..runtime.timing import block, count_eqns, time_call, time_grad_transform
+from ..runtime.timing import block, count_eqns, time_call, time_grad_transform_unchecked
 from ..runtime.validate import check_beta, check_chi, check_schedule, check_steps
 
 #: Compiled whole-graph functions, per schedule (registered: :func:`trgad.runtime.compiled.clear`).
@@ -24,10 +24,10 @@ _SECOND = compiled.registry("whole.second")
 def lnz_fn(schedule):
     """beta -> lnZ/N as one JAX graph for a fixed truncation schedule (checked:
     :func:`trgad.runtime.validate.check_schedule`)."""
-    return _lnz_fn(tuple(check_schedule(schedule)))
+    return lnz_fn_unchecked(tuple(check_schedule(schedule)))
 
 
-def _lnz_fn(ks):
+def lnz_fn_unchecked(ks):
     """:func:`lnz_fn` of a checked schedule."""
     return lambda beta: trg.lnz_per_site_unchecked(beta, ks)
 
@@ -40,11 +40,11 @@ def value_and_grad(beta, schedule, jit=True):
     """
     beta, schedule = check_beta(beta), tuple(check_schedule(schedule))
     if not jit:
-        f = jax.value_and_grad(_lnz_fn(schedule))
+        f = jax.value_and_grad(lnz_fn_unchecked(schedule))
     elif schedule in _VALUE_AND_GRAD:
         f = _VALUE_AND_GRAD[schedule]
     else:
-        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(_lnz_fn(schedule)))
+        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(lnz_fn_unchecked(schedule)))
     v, g = f(beta)
     return float(v), float(g)
 
@@ -62,7 +62,7 @@ def specific_heat_autodiff(beta, schedule):
     """
     beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     if ks not in _SECOND:
-        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(_lnz_fn(ks))))
+        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(lnz_fn_unchecked(ks))))
     return ising.specific_heat_of(beta, float(_SECOND[ks](float(beta))))
 
 
@@ -80,8 +80,8 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     """
     steps, chi, beta = check_steps(steps), check_chi(chi), check_beta(beta)
     schedule = tuple(trg.truncation_schedule_unchecked(chi, steps, beta))
-    t_jaxpr, jaxpr = time_grad_transform(_lnz_fn(schedule), beta)
-    g = jax.jit(jax.grad(_lnz_fn(schedule)))
+    t_jaxpr, jaxpr = time_grad_transform_unchecked(lnz_fn_unchecked(schedule), beta)
+    g = jax.jit(jax.grad(lnz_fn_unchecked(schedule)))
     t0 = time.perf_counter()
     grad = block(g(beta))
     t_first = time.perf_counter() - t0

@@ -66,8 +66,12 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
     This is JAX's counterpart of the keyed engine's transform: tracing plus the reverse-mode
     transform, no compilation.
     """
-    repeats = check_int("repeats", repeats, 1)
-    mode = check_choice("mode", mode, AD_MODES)
+    return time_grad_transform_unchecked(f, x, check_int("repeats", repeats, 1), clock,
+                                         check_choice("mode", mode, AD_MODES))
+
+
+def time_grad_transform_unchecked(f, x, repeats=1, clock=time.perf_counter, mode="reverse"):
+    """:func:`time_grad_transform` for a caller that checked ``repeats`` and ``mode``."""
     best, jaxpr = math.inf, None
     for _ in range(repeats):
         # A fresh function per repeat: make_jaxpr of the same function object is a cache hit
@@ -129,8 +133,12 @@ def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Ti
     fastest timed call, so that figures a result carries (e.g. per-step times) can be taken
     from the same call as ``Timing.min``.  Raises InputError for warmup < 0 or repeats < 1.
     """
-    warmup = check_int("warmup", warmup, 0)
-    repeats = check_int("repeats", repeats, 1)
+    return time_call_unchecked(fn, warmup=check_int("warmup", warmup, 0),
+                               repeats=check_int("repeats", repeats, 1))
+
+
+def time_call_unchecked(fn, *, warmup=1, repeats=3):
+    """:func:`time_call` for a caller that checked ``warmup`` and ``repeats``."""
     value = None
     for _ in range(warmup):
         value = block(fn())
@@ -164,9 +172,13 @@ def capped_sweep(measure: Callable[[Any], dict], params: Iterable, cap_seconds: 
     ``measure`` returns a dict (one table row) containing ``key`` in seconds.  The row that
     passed the cap is kept (it did return); no larger parameter is tried.  Use this for
     growth that may be exponential: the worst case costs about cap_seconds times the growth
-    factor of one step.
+    factor of one step.  Raises InputError for a cap that is not a positive number.
     """
-    cap_seconds = check_positive("cap_seconds", cap_seconds)
+    return capped_sweep_unchecked(measure, params, check_positive("cap_seconds", cap_seconds), key)
+
+
+def capped_sweep_unchecked(measure, params, cap_seconds, key="seconds"):
+    """:func:`capped_sweep` for a caller that checked ``cap_seconds``."""
     rows = []
     for p in params:
         row = measure(p)
@@ -303,9 +315,13 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     the return); its result comes back in a temporary file this process names, so nothing
     the function prints can pass for a result.  Raises InputError for a timeout outside (0, TIMEOUT_MAX].
     """
+    return run_with_timeout_unchecked(target, kwargs, check_timeout(timeout), args)
+
+
+def run_with_timeout_unchecked(target, kwargs, timeout, args=None):
+    """:func:`run_with_timeout` for a caller that checked ``timeout`` (the command line)."""
     import tempfile
 
-    timeout = check_timeout(timeout)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory(prefix="trgad-run-") as tmp, \
@@ -343,11 +359,11 @@ class CommandResult:
 def run_command(cmd: list, timeout: float) -> CommandResult:
     """Run the program ``cmd`` (argv) in a session of its own; kill its whole process group
     after ``timeout`` s (as :func:`run_with_timeout` does), and in any case when it ends, so
-    nothing it started survives the call.  Raises InputError for a timeout outside
-    (0, TIMEOUT_MAX] and OSError when the program cannot be started."""
+    nothing it started survives the call.  ``timeout`` is trusted: trgad's callers checked it
+    (:func:`trgad.runtime.validate.check_timeout`).  Raises OSError when the program cannot be
+    started."""
     import tempfile
 
-    timeout = check_timeout(timeout)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         killed, seconds, status = _run_capped(cmd, timeout, out, err, None)
         out.seek(0)

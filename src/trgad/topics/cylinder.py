@@ -17,21 +17,29 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from ..runtime.validate import InputError, check_choice, check_int, check_positive, check_range
+from ..runtime.validate import InputError, check_beta, check_choice, check_int, check_positive
 
 #: Smallest and largest circumference.  T is a dense 2**L x 2**L float64 matrix (128 MB at
 #: L = 12) and :func:`exact` diagonalises it in O(8**L) (minutes at L = 12).
 L_MIN, L_MAX = 2, 12
-#: Largest inverse temperature (1/J).  Above it, deep in the ordered phase, the dominant
-#: eigenvalue's spin-flip partner comes within 1e-9 of it at L = 12 (Kaufman's spectrum),
-#: and :func:`exact`'s perturbation sums over 1/(lambda_1 - lambda_k) lose their digits.
-CYLINDER_BETA_MAX = 1.0
+#: The oracles' range of the inverse temperature (1/J), inside trgad's
+#: (:data:`trgad.runtime.validate.BETA_MIN`, ``BETA_MAX``).  Above the top, deep in the
+#: ordered phase, the dominant eigenvalue's spin-flip partner comes within 1e-9 of it at
+#: L = 12 (Kaufman's spectrum), and :func:`exact`'s perturbation sums over
+#: 1/(lambda_1 - lambda_k) lose their digits.  Below the bottom, u ~ -2 beta is a difference
+#: of nearly equal numbers in both oracles: measured at L = 4 and 12, Kaufman's u agrees
+#: with :func:`exact`'s to 4e-9 relative at 1e-4, to 7e-5 at 1e-6, not at all at 1e-10.
+CYLINDER_BETA_MIN, CYLINDER_BETA_MAX = 1e-4, 1.0
 
 
-def check_beta(beta):
-    """Inverse temperature (1/J): a finite float in (0, CYLINDER_BETA_MAX]."""
-    return check_range("beta", beta, 0.0, CYLINDER_BETA_MAX,
-                       "deeper in the ordered phase the oracle's eigenvector is ill-conditioned")
+def _beta(beta):
+    """Inverse temperature (1/J): trgad's range (:func:`trgad.runtime.validate.check_beta`),
+    narrowed to the oracles' [CYLINDER_BETA_MIN, CYLINDER_BETA_MAX]."""
+    b = check_beta(beta)
+    if not CYLINDER_BETA_MIN <= b <= CYLINDER_BETA_MAX:
+        raise InputError(f"beta={beta!r} is out of range for the cylinder oracles: beta must be in "
+                         f"[{CYLINDER_BETA_MIN:g}, {CYLINDER_BETA_MAX:g}] (where they resolve u)")
+    return b
 
 
 def check_L(L):
@@ -76,7 +84,7 @@ def exact(beta, L):
     iteration's error shrinks by this factor per step).  Raises InputError for a bad beta
     or L.  Cost O(8**L) (a 256 x 256 eigh at L = 8).
     """
-    beta, L = check_beta(beta), check_L(L)
+    beta, L = _beta(beta), check_L(L)
     h, E = bond_sums(L)
     T = np.exp(beta * E)
     lam, U = np.linalg.eigh(T)
@@ -96,7 +104,7 @@ def finite_difference(beta, L, output="lnz", h=1e-5):
     """The beta-derivative of :func:`exact`'s f ("lnz") or bond ("bond") by a central
     difference with step ``h`` (error O(h^2) plus rounding of order 1e-16/h).  Raises
     InputError for a bad beta, L, output or h (h in (0, 0.1], beta - h > 0)."""
-    beta, output, h = check_beta(beta), check_choice("output", output, ("lnz", "bond")), check_positive("h", h, 0.1)
+    beta, output, h = _beta(beta), check_choice("output", output, ("lnz", "bond")), check_positive("h", h, 0.1)
     if beta - h <= 0:
         raise InputError(f"h={h!r} is out of range: beta - h must stay > 0 (beta={beta!r})")
     key = "f" if output == "lnz" else "bond"
@@ -114,7 +122,7 @@ def kaufman_cylinder(beta, L):
     ``u``; independent of the matrix this module builds.  Raises InputError for a bad beta
     or L.
     """
-    b, L = check_beta(beta), check_L(L)
+    b, L = _beta(beta), check_L(L)
     l = np.arange(1, 2 * L, 2)
     c = math.cosh(2 * b) / math.tanh(2 * b)
     gamma = np.arccosh(c - np.cos(np.pi * l / L))
