@@ -3,8 +3,8 @@ chapter calls, checks each input once; what it calls trusts it.
 
 Every check of :mod:`trgad.runtime.validate` (and ``modes.check_method``) that a trgad module
 imported is replaced by a counting one; what a command runs in a child process runs here in
-this process instead, so its checks count too.  A check is named by its function and, for the
-generic ones, the input it names (``check_int(depth)``).  ``check_finite_matrix`` is not an
+this process instead, so its checks count too.  A check is named by its function and the
+values it was given (``check_int('depth', 4, 1, 100000)``).  ``check_finite_matrix`` is not an
 input check (it guards an SVD against a NaN computed inside) and is not counted.
 """
 import collections
@@ -20,12 +20,9 @@ from trgad import cli as trgad_cli
 from trgad.growth import graphs, probe
 from trgad.keyed import chain, keyed_trg
 from trgad.physics import whole
+from trgad.topics import broadened, elsewhere, fixedpoint, impurity, params, transition
 from trgad.physics import modes
 from trgad.runtime import timing, validate
-
-NAMED = {"check_int", "check_range", "check_choice", "check_positive", "check_point",
-         "check_finite", "check_depths", "check_timeout"}
-
 
 @pytest.fixture
 def checks(monkeypatch):
@@ -39,8 +36,9 @@ def checks(monkeypatch):
 
     def counting(name, f):
         def check(*args, **kwargs):
-            named = args[0] if name != "check_timeout" else kwargs.get("name", "timeout")
-            counter[f"{name}({named})" if name in NAMED else name] += 1
+            # the same check of the same value twice is a re-check; a list's items each once
+            # (the betas of a scan) are not
+            counter[f"{name}{args!r}"] += 1
             return f(*args, **kwargs)
         return check
 
@@ -96,7 +94,7 @@ def test_bench_run_checks_each_input_once(checks):
 
     bench.run(chi=2, steps=2, repeats=1, names=("primal", "whole"), engine=True,
               with_tenferro=True)
-    assert checks["check_chi"] == 1 and rechecked(checks) == {}
+    assert checks["check_chi(2,)"] == 1 and rechecked(checks) == {}
 
 
 PUBLIC_CALLS = {
@@ -108,10 +106,24 @@ PUBLIC_CALLS = {
     "keyed_trg.value_and_grad_engine": lambda: keyed_trg.value_and_grad_engine(0.3, [2, 4]),
     "keyed_trg.specific_heat": lambda: keyed_trg.specific_heat(0.3, [2, 4]),
     "whole.measure": lambda: whole.measure(2, chi=4, repeats=2),
+    "fixedpoint.held_bytes": lambda: fixedpoint.held_bytes("staged", 0.4, 3, 4),
+    "fixedpoint.implicit": lambda: fixedpoint.implicit(0.4, 3),
+    "fixedpoint.truncated_curve": lambda: fixedpoint.truncated_curve(0.4, 3, 4),
+    "params.compare": lambda: params.compare(0.3, [2, 4]),
+    "broadened.value_and_derivatives": lambda: broadened.value_and_derivatives(0.3, [2, 4]),
+    "impurity.internal_energy": lambda: impurity.internal_energy(0.3, [2, 4]),
+    "elsewhere.sympy_swell": lambda: elsewhere.sympy_swell(graphs.chain_step, [2, 3], 1.1),
 }
 
 
 @pytest.mark.parametrize("name", PUBLIC_CALLS)
 def test_a_public_function_checks_each_input_once(checks, name):
     PUBLIC_CALLS[name]()
+    assert checks and rechecked(checks) == {}
+
+
+def test_refine_checks_its_new_betas_once(checks):
+    rows = transition.scan(4, 2, [0.4, 0.44, 0.48])["rows"]
+    checks.clear()
+    transition.refine(4, 2, rows, points=2)
     assert checks and rechecked(checks) == {}

@@ -118,9 +118,13 @@ def onsager(beta):
     SciPy's ``ellipk``/``ellipe`` take m = k^2, clipped to <= 1 (at beta_c, m rounds to
     1 + 2e-16 and ``ellipk`` would return NaN).
     """
+    return onsager_unchecked(check_beta(beta))
+
+
+def onsager_unchecked(b):
+    """:func:`onsager` of a checked beta."""
     from scipy import integrate, special  # here, not at import: SciPy's import costs ~0.5 s
 
-    b = check_beta(beta)
     k = 2.0 * math.sinh(2 * b) / math.cosh(2 * b) ** 2
     m = min(k * k, 1.0)
 

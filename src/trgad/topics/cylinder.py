@@ -32,7 +32,7 @@ L_MIN, L_MAX = 2, 12
 CYLINDER_BETA_MIN, CYLINDER_BETA_MAX = 1e-4, 1.0
 
 
-def _beta(beta):
+def check_cylinder_beta(beta):
     """Inverse temperature (1/J): trgad's range (:func:`trgad.runtime.validate.check_beta`),
     narrowed to the oracles' [CYLINDER_BETA_MIN, CYLINDER_BETA_MAX]."""
     b = check_beta(beta)
@@ -47,7 +47,6 @@ def check_L(L):
     return check_int("L", L, L_MIN, L_MAX)
 
 
-@functools.lru_cache(maxsize=L_MAX + 1)
 def bond_sums(L):
     """The bond sums of the cylinder's rows (NumPy, cached per L).
 
@@ -56,7 +55,12 @@ def bond_sums(L):
     E[s, s'] = h(s)/2 + s.s' + h(s')/2 - 2 L, the bond sum of one transfer step minus its
     largest value (so T~ = exp(beta E)).  Raises InputError for a bad L.
     """
-    L = check_L(L)
+    return bond_sums_unchecked(check_L(L))
+
+
+@functools.lru_cache(maxsize=L_MAX + 1)
+def bond_sums_unchecked(L):
+    """:func:`bond_sums` of a checked L (cached per L)."""
     spins = ((np.arange(2**L)[:, None] >> np.arange(L)) & 1) * -2 + 1
     h = np.sum(spins * np.roll(spins, -1, axis=1), axis=1).astype(float)
     return h, (h[:, None] + h[None, :]) / 2.0 + spins @ spins.T - 2.0 * L
@@ -66,9 +70,14 @@ def transfer_matrix(beta, L):
     """Scaled transfer matrix T~ = T e^{-2 L beta}, a JAX array of shape (2**L, 2**L).
 
     ``beta`` (1/J): a float or a traced JAX scalar (T~ is differentiable in it).  Symmetric
-    with entries in (0, 1].  See the module docstring for T.
+    with entries in (0, 1].  See the module docstring for T.  Raises InputError for a bad L.
     """
-    return jnp.exp(beta * jnp.asarray(bond_sums(L)[1]))
+    return transfer_matrix_unchecked(beta, check_L(L))
+
+
+def transfer_matrix_unchecked(beta, L):
+    """:func:`transfer_matrix` of a checked L."""
+    return jnp.exp(beta * jnp.asarray(bond_sums_unchecked(L)[1]))
 
 
 def exact(beta, L):
@@ -84,8 +93,11 @@ def exact(beta, L):
     iteration's error shrinks by this factor per step).  Raises InputError for a bad beta
     or L.  Cost O(8**L) (a 256 x 256 eigh at L = 8).
     """
-    beta, L = _beta(beta), check_L(L)
-    h, E = bond_sums(L)
+    return _exact(check_cylinder_beta(beta), check_L(L))
+
+
+def _exact(beta, L):
+    h, E = bond_sums_unchecked(L)
     T = np.exp(beta * E)
     lam, U = np.linalg.eigh(T)
     v = U[:, -1] * np.sign(U[:, -1].sum())
@@ -104,11 +116,12 @@ def finite_difference(beta, L, output="lnz", h=1e-5):
     """The beta-derivative of :func:`exact`'s f ("lnz") or bond ("bond") by a central
     difference with step ``h`` (error O(h^2) plus rounding of order 1e-16/h).  Raises
     InputError for a bad beta, L, output or h (h in (0, 0.1], beta - h > 0)."""
-    beta, output, h = _beta(beta), check_choice("output", output, ("lnz", "bond")), check_positive("h", h, 0.1)
+    beta, L, h = check_cylinder_beta(beta), check_L(L), check_positive("h", h, 0.1)
+    output = check_choice("output", output, ("lnz", "bond"))
     if beta - h <= 0:
         raise InputError(f"h={h!r} is out of range: beta - h must stay > 0 (beta={beta!r})")
     key = "f" if output == "lnz" else "bond"
-    return (exact(beta + h, L)[key] - exact(beta - h, L)[key]) / (2 * h)
+    return (_exact(beta + h, L)[key] - _exact(beta - h, L)[key]) / (2 * h)
 
 
 def kaufman_cylinder(beta, L):
@@ -122,7 +135,7 @@ def kaufman_cylinder(beta, L):
     ``u``; independent of the matrix this module builds.  Raises InputError for a bad beta
     or L.
     """
-    b, L = _beta(beta), check_L(L)
+    b, L = check_cylinder_beta(beta), check_L(L)
     l = np.arange(1, 2 * L, 2)
     c = math.cosh(2 * b) / math.tanh(2 * b)
     gamma = np.arccosh(c - np.cos(np.pi * l / L))

@@ -95,9 +95,12 @@ def sympy_unroll(step: Callable, depth: int, evaluate: bool = True):
     the expression is the DAG a tape would record.  Raises InputError for depth outside
     [1, :data:`MAX_SYMPY_DEPTH`] or a step that fails on SymPy expressions.
     """
+    return _sympy_unroll(step, check_int("depth", depth, 1, MAX_SYMPY_DEPTH), evaluate)
+
+
+def _sympy_unroll(step, depth, evaluate=True):
     import sympy
 
-    depth = check_int("depth", depth, 1, MAX_SYMPY_DEPTH)
     x = sympy.Symbol("x")
     y = x
     try:
@@ -173,14 +176,14 @@ def sympy_swell(step: Callable, depths: Sequence[int], x0: float | None = None) 
     """
     import sympy
 
-    rows = []
+    rows, x0 = [], None if x0 is None else check_finite("x0", x0)
     for depth in check_depths("depths", depths, 1, MAX_SYMPY_DEPTH):
-        x, y = sympy_unroll(step, depth)
+        x, y = _sympy_unroll(step, depth)
         d = sympy.diff(y, x)
         sizes, cse = expr_sizes(d), cse_size(d)
         row = {"depth": depth, **sizes, "cse_ops": cse["ops"], "cse_subexpressions": cse["subexpressions"]}
         if x0 is not None:
-            value = sympy.lambdify(x, d, modules="mpmath", cse=True)(sympy.Float(check_finite("x0", x0)))
+            value = sympy.lambdify(x, d, modules="mpmath", cse=True)(sympy.Float(x0))
             row["grad"] = float(value)
         rows.append(row)
     return rows

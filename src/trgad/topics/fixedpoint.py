@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..runtime import compiled
-from .cylinder import L_MAX, bond_sums, check_beta, check_L, transfer_matrix
+from .cylinder import L_MAX, bond_sums_unchecked, check_cylinder_beta, check_L, transfer_matrix_unchecked
 from ..runtime.validate import InputError, check_choice, check_int, check_range
 
 #: Most power iterations in one call (the unrolled and staged derivatives keep two vectors
@@ -59,11 +59,6 @@ TOL_MIN = 1e-15
 ADJOINT_TOL, ADJOINT_MAX = 1e-15, 10_000
 #: Iteration methods of :func:`held_bytes`.
 LOOP_METHODS = ("unrolled", "staged", "implicit")
-
-
-# ------------------------------------------------------------------------------------------
-# checks
-# ------------------------------------------------------------------------------------------
 
 
 def check_iterations(iterations, low=1, name="iterations"):
@@ -85,9 +80,7 @@ def check_output(output):
     return check_choice("output", output, tuple(OUTPUTS))
 
 
-# ------------------------------------------------------------------------------------------
-# the loop
-# ------------------------------------------------------------------------------------------
+# ---- the loop ----------------------------------------------------------------------------
 
 
 def _L(v):
@@ -96,7 +89,12 @@ def _L(v):
 
 def start_vector(L):
     """The uniform unit vector of length 2**L, the start of every power iteration here."""
-    return jnp.full(2**check_L(L), 2.0 ** (-L / 2))
+    return start_vector_unchecked(check_L(L))
+
+
+def start_vector_unchecked(L):
+    """:func:`start_vector` of a checked L."""
+    return jnp.full(2**L, 2.0 ** (-L / 2))
 
 
 def power_step(v, T):
@@ -121,7 +119,7 @@ def row_bond(v, T, beta):
     vector v (exact at v = v*, in error by O(||v - v*||) near it).  T and beta are unused
     (the signature of :data:`OUTPUTS`)."""
     L = _L(v)
-    return (v * v) @ jnp.asarray(bond_sums(L)[0]) / L
+    return (v * v) @ jnp.asarray(bond_sums_unchecked(L)[0]) / L
 
 
 #: Outputs of the loop's vector: name -> function (v, T~, beta) -> scalar.
@@ -135,7 +133,7 @@ def power_iteration(T, iterations):
     transform (this is the loop the unrolled and staged derivatives go through).
     """
     iterations = check_iterations(iterations, low=0)
-    v = start_vector(_L(T))
+    v = start_vector_unchecked(_L(T))
     for _ in range(iterations):
         v = power_step(v, T)
     return v
@@ -147,7 +145,7 @@ def while_power_iteration(T, tol, max_iterations):
     steps (tol = 0: exactly max_iterations).  Returns (v after the last step, iterations
     done, that last step's ||g(v) - v||).  JAX can evaluate, jit and forward-differentiate
     it, not reverse-differentiate it (the number of steps is only known at run time)."""
-    v0 = start_vector(_L(T))
+    v0 = start_vector_unchecked(_L(T))
 
     def cond(state):
         _, k, res = state
@@ -168,15 +166,16 @@ def _compiled_while():
 
 def converge(beta, L, tol=1e-12, max_iterations=10_000):
     """Power iteration to convergence (:func:`while_power_iteration`): the first step whose
-    change ||g(v) - v|| is at most tol ends the loop, and its result is returned.
+    change ||g(v) - v|| is at most tol ends the loop.  Returns a dict with ``v`` (NumPy array,
+    shape (2**L,)), ``iterations`` (steps done) and ``residual`` (the last step's change).
+    Raises InputError for a bad beta, L, tol or max_iterations, and when tol was not reached
+    within max_iterations (naming both)."""
+    return _converge(check_cylinder_beta(beta), check_L(L), check_tol(tol),
+                     check_iterations(max_iterations, name="max_iterations"))
 
-    Returns a dict with ``v`` (NumPy array, shape (2**L,)), ``iterations`` (int, steps
-    done) and ``residual`` (the last step's change).  Raises InputError for a bad beta, L, tol or max_iterations, and when the
-    tolerance was not reached within max_iterations (naming both).
-    """
-    beta, L, tol = check_beta(beta), check_L(L), check_tol(tol)
-    max_iterations = check_iterations(max_iterations, name="max_iterations")
-    v, k, res = _compiled_while()(transfer_matrix(beta, L), tol, max_iterations)
+
+def _converge(beta, L, tol, max_iterations):
+    v, k, res = _compiled_while()(transfer_matrix_unchecked(beta, L), tol, max_iterations)
     if not float(res) <= tol:
         raise InputError(f"max_iterations={max_iterations} is too small: power iteration at "
                          f"beta={beta!r}, L={L} left ||g(v) - v|| = {float(res):.1e} > "
@@ -184,13 +183,11 @@ def converge(beta, L, tol=1e-12, max_iterations=10_000):
     return {"v": np.asarray(v), "iterations": int(k), "residual": float(res)}
 
 
-# ------------------------------------------------------------------------------------------
-# (a) unrolled whole graph, (b) staged, and the truncated loop's derivative at every n
-# ------------------------------------------------------------------------------------------
+# ---- (a) unrolled whole graph, (b) staged, and the truncated loop's derivative at every n ----
 
 def value_unrolled(beta, L, iterations, output="lnz"):
     """The output after exactly ``iterations`` power steps, as one JAX graph of beta."""
-    T = transfer_matrix(beta, L)
+    T = transfer_matrix_unchecked(beta, L)
     return OUTPUTS[output](power_iteration(T, iterations), T, beta)
 
 
@@ -206,7 +203,7 @@ def unrolled(beta, L, iterations, output="lnz"):
     Returns a dict with ``value`` and ``derivative`` (for "lnz": lnZ/N and -u, u in J per
     site).  Raises InputError for a bad beta, L, iterations or output.
     """
-    beta, L = check_beta(beta), check_L(L)
+    beta, L = check_cylinder_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
     value, derivative = _compiled_unrolled(L, iterations, output)(beta)
     return {"value": float(value), "derivative": float(derivative)}
@@ -229,14 +226,14 @@ def staged(beta, L, iterations, output="lnz"):
     pass starts (:func:`residual_bytes`).  Raises InputError for a bad beta, L, iterations
     or output.
     """
-    beta, L = check_beta(beta), check_L(L)
+    beta, L = check_cylinder_beta(beta), check_L(L)
     return _staged(beta, L, check_iterations(iterations), check_output(output))
 
 
 def _staged(beta, L, iterations, output):
     """:func:`staged` of checked arguments."""
-    T, T_pullback = jax.vjp(lambda b: transfer_matrix(b, L), beta)
-    v, pullbacks = start_vector(L), []
+    T, T_pullback = jax.vjp(lambda b: transfer_matrix_unchecked(b, L), beta)
+    v, pullbacks = start_vector_unchecked(L), []
     for _ in range(iterations):
         v, pullback = jax.vjp(_step_jit(), v, T)
         pullbacks.append(pullback)
@@ -259,11 +256,11 @@ def truncated_curve(beta, L, iterations, output="lnz"):
     Returns (values, derivatives), NumPy arrays of shape (iterations,).  Raises InputError
     for a bad beta, L, iterations or output.
     """
-    beta, L = check_beta(beta), check_L(L)
+    beta, L = check_cylinder_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
 
     def outputs(b):
-        T, v, out = transfer_matrix(b, L), start_vector(L), []
+        T, v, out = transfer_matrix_unchecked(b, L), start_vector_unchecked(L), []
         for _ in range(iterations):
             v = power_step(v, T)
             out.append(OUTPUTS[output](v, T, b))
@@ -283,12 +280,10 @@ def residual_bytes(pullbacks):
     return int(sum(seen.values()))
 
 
-# ------------------------------------------------------------------------------------------
-# (c) implicit
-# ------------------------------------------------------------------------------------------
+# ---- (c) implicit ------------------------------------------------------------------------
 
 def _g(v, beta, L):
-    return power_step(v, transfer_matrix(beta, L))
+    return power_step(v, transfer_matrix_unchecked(beta, L))
 
 
 def adjoint_solve(v, beta, L, v_bar, tol=ADJOINT_TOL, max_iterations=ADJOINT_MAX):
@@ -332,7 +327,7 @@ def fixed_point(beta, L, tol, max_iterations):
     is a Python int (static); tol and max_iterations may be traced (one compiled program
     serves every value) and get no derivative.
     """
-    return while_power_iteration(transfer_matrix(beta, L), tol, max_iterations)[0]
+    return while_power_iteration(transfer_matrix_unchecked(beta, L), tol, max_iterations)[0]
 
 
 def _fixed_point_fwd(beta, L, tol, max_iterations):
@@ -353,7 +348,7 @@ fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd)
 def value_implicit(beta, L, tol, max_iterations, output="lnz"):
     """The output at the vector of :func:`fixed_point`, a JAX graph of beta in which the whole
     loop is one node."""
-    return OUTPUTS[output](fixed_point(beta, L, tol, max_iterations), transfer_matrix(beta, L), beta)
+    return OUTPUTS[output](fixed_point(beta, L, tol, max_iterations), transfer_matrix_unchecked(beta, L), beta)
 
 
 @functools.lru_cache(maxsize=2 * (L_MAX + 1))
@@ -371,11 +366,12 @@ def implicit(beta, L, iterations=None, output="lnz", tol=1e-12, max_iterations=1
     count and tolerance.  Returns a dict with ``value`` and ``derivative``.  Raises
     InputError for a bad beta, L, iterations, output, tol or max_iterations.
     """
-    beta, L, output = check_beta(beta), check_L(L), check_output(output)
+    beta, L, output = check_cylinder_beta(beta), check_L(L), check_output(output)
     if iterations is not None:
         tol, max_iterations = 0.0, check_iterations(iterations)
     else:
-        converge(beta, L, tol, max_iterations)      # checks tol, max_iterations, convergence
+        tol, max_iterations = check_tol(tol), check_iterations(max_iterations, name="max_iterations")
+        _converge(beta, L, tol, max_iterations)      # InputError if it does not converge
     value, derivative = _compiled_implicit(L, output)(beta, float(tol), int(max_iterations))
     return {"value": float(value), "derivative": float(derivative)}
 
@@ -388,7 +384,7 @@ def held_bytes(method, beta, L, iterations, output="lnz"):
     method, beta, L, iterations or output.
     """
     method = check_choice("method", method, LOOP_METHODS)
-    beta, L = check_beta(beta), check_L(L)
+    beta, L = check_cylinder_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
     if method == "staged":
         return _staged(beta, L, iterations, output)["residual_bytes"]

@@ -63,7 +63,10 @@ def energy_tensor(beta):
     in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`).  Raises
     InputError otherwise.
     """
-    b = check_beta(beta)
+    return _energy_tensor(check_beta(beta))
+
+
+def _energy_tensor(b):
     q = np.exp(-2.0 * b)
     even, odd = 1.0 + q, -np.expm1(-2.0 * b)
     n0, n2, n4 = ising.MASKS                     # 1/2 where n = 0, 2, 4, else 0
@@ -145,7 +148,7 @@ def internal_energy(beta, schedule):
     """
     t0 = time.perf_counter()
     beta, ks = check_beta(beta), check_schedule(schedule)
-    T, X = ising.initial_tensor(beta, trg.NUMPY), energy_tensor(beta)
+    T, X = ising.initial_tensor(beta, trg.NUMPY), _energy_tensor(beta)
     lnz = ising.log_weight_per_site(beta)
     for i, k in enumerate(ks):
         T, X, ln = impurity_step(T, X, k)

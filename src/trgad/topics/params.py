@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from ..runtime import compiled
 from ..physics import ising, staged, trg
-from ..runtime.timing import block, time_call
+from ..runtime.timing import block, time_call_unchecked
 from ..runtime.validate import (AD_MODES, InputError, check_beta, check_choice, check_positive, check_repeats,
                                 check_schedule)
 
@@ -60,9 +60,13 @@ def anisotropic_tensor(kx, ky, ops):
 def lnz_of_tensor(T0, schedule):
     """ln Z~/N of the lattice of copies of T0 ((2, 2, 2, 2) JAX array) by TRG with
     ``schedule``, as one JAX graph (no 2 beta added: see :func:`trgad.physics.trg.lnz_from_steps`)."""
+    return _lnz_of_tensor(T0, check_schedule(schedule))
+
+
+def _lnz_of_tensor(T0, ks):
     ops = trg.JAX
     T, ln_norms = T0, []
-    for k in check_schedule(schedule):
+    for k in ks:
         T, ln = trg.trg_step(T, k, ops)
         ln_norms.append(ln)
     return trg.lnz_from_steps(ln_norms, T, ops)
@@ -73,10 +77,10 @@ def _objective(params, beta, schedule):
     ops = trg.JAX
     if params == "tensor":
         x0 = np.asarray(ising.initial_tensor(beta, trg.NUMPY)).reshape(-1)
-        return (lambda x: lnz_of_tensor(jnp.reshape(x, (2, 2, 2, 2)), schedule) + 2.0 * beta), x0
+        return (lambda x: _lnz_of_tensor(jnp.reshape(x, (2, 2, 2, 2)), schedule) + 2.0 * beta), x0
 
     def f(J):
-        return lnz_of_tensor(anisotropic_tensor(beta * J[0], beta * J[1], ops), schedule) + beta * (J[0] + J[1])
+        return _lnz_of_tensor(anisotropic_tensor(beta * J[0], beta * J[1], ops), schedule) + beta * (J[0] + J[1])
 
     return f, np.ones(2)
 
@@ -109,7 +113,10 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
     Raises InputError for bad beta, schedule, params, mode or repeats.
     """
     params, mode, beta, ks = _checked(params, mode, beta, schedule)
-    repeats = check_repeats(repeats)
+    return _gradient(params, mode, beta, ks, check_repeats(repeats))
+
+
+def _gradient(params, mode, beta, ks, repeats):
     f, x0 = _objective(params, beta, ks)
     x0 = jax.numpy.asarray(x0)
     if mode == "reverse":
@@ -129,7 +136,7 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
     t0 = time.perf_counter()
     value, grad = block(run())
     first = time.perf_counter() - t0
-    steady = time_call(run, warmup=0, repeats=repeats).min
+    steady = time_call_unchecked(run, warmup=0, repeats=repeats).min
     return {"params": params, "mode": mode, "lnz_per_site": value, "gradient": [float(g) for g in grad],
             "passes": 1 if mode == "reverse" else int(x0.shape[0]),
             "first_seconds": first, "steady_seconds": steady}
@@ -140,7 +147,10 @@ def finite_difference(beta, schedule, params="tensor", h=1e-5):
     one compiled primal program (lnZ/N alone); error O(h^2) + O(1e-16 / h).  Returns a list
     of floats.  Raises InputError for a bad beta, schedule, params or h outside (0, 0.1]."""
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
-    h = check_positive("h", h, 0.1)
+    return _finite_difference(params, beta, ks, check_positive("h", h, 0.1))
+
+
+def _finite_difference(params, beta, ks, h):
     f, x0 = _objective(params, beta, ks)
     fn = compiled.jit(f)
     out = []
@@ -157,6 +167,10 @@ def beta_oracle(beta, schedule, params, grad):
     tensor, no SVD in it) or (expected, from_grad) = (beta d lnZ/N / d beta, grad_x + grad_y)
     (couplings)."""
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
+    return _beta_oracle(params, beta, ks, grad)
+
+
+def _beta_oracle(params, beta, ks, grad):
     _, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
     grad = np.asarray(grad, dtype=float)
     if params == "couplings":
@@ -175,14 +189,16 @@ def compare(beta, schedule, params="tensor", repeats=1, h=1e-5, with_fd=True):
     :func:`beta_oracle`), ``forward_mode_over_reverse`` (steady-state time ratio: where
     reverse mode wins, it is > 1).  Raises InputError for bad input (see :func:`gradient`).
     """
-    rev = gradient(beta, schedule, params, "reverse", repeats)
-    fwd = gradient(beta, schedule, params, "forward_mode", repeats)
+    params, _, beta, ks = _checked(params, "reverse", beta, schedule)
+    repeats, h = check_repeats(repeats), check_positive("h", h, 0.1)
+    rev = _gradient(params, "reverse", beta, ks, repeats)
+    fwd = _gradient(params, "forward_mode", beta, ks, repeats)
     g_r, g_f = np.asarray(rev["gradient"]), np.asarray(fwd["gradient"])
-    fd = finite_difference(beta, schedule, params, h) if with_fd else None
+    fd = _finite_difference(params, beta, ks, h) if with_fd else None
     return {"params": rev["params"], "n_params": len(g_r), "reverse": rev, "forward_mode": fwd,
             "max_abs_difference": float(np.max(np.abs(g_r - g_f))),
             "fd": fd, "max_abs_fd_difference": None if fd is None else float(np.max(np.abs(g_r - fd))),
-            "beta_oracle": list(beta_oracle(beta, schedule, params, g_r)),
+            "beta_oracle": list(_beta_oracle(params, beta, ks, g_r)),
             "forward_mode_over_reverse": fwd["steady_seconds"] / rev["steady_seconds"]}
 
 
