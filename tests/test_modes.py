@@ -10,6 +10,7 @@ import trgad
 from trgad import InputError
 from trgad.runtime import compiled
 from trgad.physics import modes, staged, trg
+from trgad.topics import nesting
 
 BETA = 0.3
 
@@ -112,13 +113,13 @@ def test_scan_has_the_unrolled_value_and_gradient(checkpoint, ops, chi):
 
 
 def test_taylor_mode_does_not_work_through_the_custom_jvp_rules():
-    works, why = modes.taylor_mode_works()
+    works, why = nesting.taylor_mode_works()
     assert works is False and why
 
 
 def test_jet_has_no_svd_rule():
     # the library behaviour the module docstring states (JAX 0.10.x): KeyError on 'svd'
-    works, why = modes.jet_has_svd_rule()
+    works, why = nesting.jet_has_svd_rule()
     assert works is False and why.startswith("KeyError") and "svd" in why
 
 

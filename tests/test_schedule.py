@@ -7,7 +7,7 @@ import trgad  # noqa: F401  (float64)
 from trgad import bench
 from trgad.keyed import keyed_trg
 from trgad.physics import modes, staged, trg, whole, heat
-from trgad.topics import params
+from trgad.topics import nesting, params
 from trgad.runtime import validate
 from trgad.runtime.validate import InputError
 
@@ -63,7 +63,7 @@ ENTRY_POINTS = {
     "modes.program": lambda s: modes.program("whole", 1, s),
     "modes.scan_start": modes.scan_start,
     "modes.lnz_scanned": lambda s: modes.lnz_scanned(BETA, s, checkpoint=True),
-    "modes.taylor_mode_works": modes.taylor_mode_works,
+    "nesting.taylor_mode_works": nesting.taylor_mode_works,
     "params.gradient": lambda s: params.gradient(BETA, s),
     "params.lnz_of_tensor": lambda s: params.lnz_of_tensor(np.ones((2, 2, 2, 2)), s),
     "keyed_trg.trg_whole": lambda s: keyed_trg.trg_whole(BETA, s),

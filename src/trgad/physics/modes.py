@@ -15,10 +15,10 @@ specific heat c = beta**2 d^2(lnZ/N)/d beta^2 by one of :data:`METHODS`:
 * ``forward_mode`` - forward-mode AD only: u from one ``jax.jvp`` in beta, c from
   ``jax.jvp`` of that (forward over forward); "forward" is accepted as a deprecated alias
   for one release (:data:`trgad.runtime.validate.DEPRECATED_NAMES`).  Taylor mode
-  (``jax.experimental.jet``) does not work here (:func:`taylor_mode_works`), for two reasons (JAX 0.10.2 to 0.12.0.1): jet ignores ``custom_jvp``
+  (``jax.experimental.jet``) does not work here (:func:`trgad.topics.nesting.taylor_mode_works`), for two reasons (JAX 0.10.2 to 0.12.0.1): jet ignores ``custom_jvp``
   rules and calls the primal function instead ("TODO(mattjj): don't just ignore custom jvp
   rules?" in ``jax/experimental/jet.py``), and it has no Taylor rule for ``svd`` at all
-  (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`jet_has_svd_rule`).
+  (``jet.jet`` of ``jnp.linalg.svd`` raises ``KeyError: svd``, :func:`trgad.topics.nesting.jet_has_svd_rule`).
   On the TRG graph it fails even before that: a tracer escapes inside the primal function
   of trgad's ``custom_jvp`` SVD (at its first ``jnp`` call, the finiteness check, before any
   SVD runs) under jet's handling of the ``custom_jvp`` call (``UnexpectedTracerError``), a
@@ -50,7 +50,6 @@ import time
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
-from jax.experimental import jet
 
 from ..runtime import compiled
 from . import ising, staged, trg, heat
@@ -307,29 +306,3 @@ def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method
             "c_method": None if order == 1 else ("fd" if fd else "exact"),
             "fd_step": heat.fd_step(beta) if fd else None,
             "seconds": time.perf_counter() - t0, "compile_seconds": compile_seconds}
-
-
-def taylor_mode_works(schedule=(2,)):
-    """Whether ``jax.experimental.jet`` (Taylor mode) can take the second derivative of
-    lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
-    (True, None).  With JAX 0.10.x to 0.12.0.1 it is False: an ``UnexpectedTracerError`` inside
-    ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
-    ks = tuple(check_schedule(schedule))
-    f = lambda b: trg.lnz_per_site_unchecked(b, ks)                               # noqa: E731
-    try:
-        jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
-    except Exception as e:                                          # noqa: BLE001 (reported)
-        return False, (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return True, None
-
-
-def jet_has_svd_rule():
-    """Whether ``jax.experimental.jet`` can push a Taylor series through ``jnp.linalg.svd``
-    (a 3 x 3 matrix linear in x): returns (False, "ExceptionName: message") or (True, None).
-    With JAX 0.10.x to 0.12.0.1 it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
-    f = lambda x: jnp.linalg.svd(x * jnp.eye(3) + jnp.ones((3, 3)))[1].sum()    # noqa: E731
-    try:
-        jet.jet(f, (0.3,), ((1.0, 0.0),))
-    except Exception as e:                                          # noqa: BLE001 (reported)
-        return False, f"{type(e).__name__}: {e}"
-    return True, None

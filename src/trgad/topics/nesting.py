@@ -5,7 +5,8 @@
 :func:`distinct_eqns` counts a jaxpr's equations after merging equal ones.
 :func:`nested_cond` rebuilds the reproductions of jax-ml/jax #8184 and #8193 and
 :func:`cond_history` times them on today's JAX; :data:`trgad.pages.recorded.RECORDED_8193_SECONDS` are
-the timings printed in #8193 (recorded elsewhere, quoted).  Shown on the book's page "The same
+the timings printed in #8193 (recorded elsewhere, quoted).  :func:`taylor_mode_works` and
+:func:`jet_has_svd_rule` say whether Taylor mode reaches through the TRG's SVD.  Shown on the book's page "The same
 trap elsewhere" (book/elsewhere.md).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from typing import Callable, Sequence
 
 from ..runtime.timing import count_eqns
-from ..runtime.validate import check_depths, check_finite, check_int, check_repeats
+from ..runtime.validate import check_depths, check_finite, check_int, check_repeats, check_schedule
 
 
 #: Point at which sin(x) * exp(x) is differentiated (any real x works; 0.3 as elsewhere).
@@ -187,3 +188,37 @@ def cond_history(depths: Sequence[int], repeats: int = 3) -> dict:
             rows.append({"depth": d, "seconds": best, "eqns": count_eqns(result) if name == "vmap" else None})
         out[name] = rows
     return out
+
+
+def taylor_mode_works(schedule=(2,)):
+    """Whether ``jax.experimental.jet`` (Taylor mode) can take the second derivative of
+    lnZ/N through trgad's custom_jvp SVD rules: returns (False, the error's first line) or
+    (True, None).  With JAX 0.10.x to 0.12.0.1 it is False: an ``UnexpectedTracerError`` inside
+    ``jnp.linalg.svd`` under jet's ``custom_jvp`` handling (see the module docstring)."""
+    import jax
+    from jax.experimental import jet
+
+    from ..physics import trg
+
+    ks = tuple(check_schedule(schedule))
+    f = lambda b: trg.lnz_per_site_unchecked(b, ks)                               # noqa: E731
+    try:
+        jax.block_until_ready(jet.jet(f, (0.3,), ((1.0, 0.0),)))
+    except Exception as e:                                          # noqa: BLE001 (reported)
+        return False, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return True, None
+
+
+def jet_has_svd_rule():
+    """Whether ``jax.experimental.jet`` can push a Taylor series through ``jnp.linalg.svd``
+    (a 3 x 3 matrix linear in x): returns (False, "ExceptionName: message") or (True, None).
+    With JAX 0.10.x to 0.12.0.1 it is False (``KeyError: 'svd'``: jet has no rule for the primitive)."""
+    import jax.numpy as jnp
+    from jax.experimental import jet
+
+    f = lambda x: jnp.linalg.svd(x * jnp.eye(3) + jnp.ones((3, 3)))[1].sum()    # noqa: E731
+    try:
+        jet.jet(f, (0.3,), ((1.0, 0.0),))
+    except Exception as e:                                          # noqa: BLE001 (reported)
+        return False, f"{type(e).__name__}: {e}"
+    return True, None
