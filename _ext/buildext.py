@@ -9,7 +9,7 @@ This extension does six things around that:
    Sphinx alone re-reads only pages whose source changed, so after an edit under ``src/``
    the other pages would keep stale numbers.  The config value ``trgad_inputs_key`` (one
    that makes Sphinx re-read every page when it changes) is set to a hash of every file
-   under ``src/``, the caps in force (``trgad.runtime.caps.PREVIEW``) and the versions of Python,
+   under ``src/``, the caps in force (``trgad.pages.caps.PREVIEW``) and the versions of Python,
    JAX, jaxlib, NumPy, SciPy, myst-nb and nbclient.
 2. **Collects every failing page in a strict build.**  With ``-W --keep-going`` it sets
    ``nb_execution_raise_on_error = False``, so a failing cell is a warning (which fails the
@@ -41,7 +41,7 @@ This extension does six things around that:
 6. **Writes each page's execution time** (myst-nb's record: from starting the page's kernel
    to closing it, i.e. executing and rendering the page) and the wall time of the whole
    Sphinx build to ``_build/execution-times.json`` and ``_build/execution-times.txt``,
-   labelled with the caps in force (``trgad.runtime.caps.PREVIEW``), so that a preview build's
+   labelled with the caps in force (``trgad.pages.caps.PREVIEW``), so that a preview build's
    times are not mistaken for the full book's.  ``python _ext/build_times.py`` prints them.
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ sees that image, and myst-nb would wrap any further output in a figure of its ow
 
 Speed: the kernel gets ``TRGAD_PREVIEW=1`` unless ``TRGAD_PREVIEW`` is already set in the
 environment (``TRGAD_PREVIEW=0 pytest checks/test_notebooks.py`` runs the full story).
-The preview caps come from ``trgad.runtime.caps``, the one place for caps.  The built book (the
+The preview caps come from ``trgad.pages.caps``, the one place for caps.  The built book (the
 strict build) always runs the full story; this check is about *running in Jupyter*, so
 the smaller caps keep CI quick without changing what is tested.
 """

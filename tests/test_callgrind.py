@@ -124,7 +124,7 @@ def test_trg_counts_grow_by_the_paths_per_step():
 @needs_harness
 def test_newest_release_walks_exactly_as_the_report_version():
     """tenferro-rs NEWEST (0.9.0) makes the same calls as 0.8.0 at the depths the book shows."""
-    from trgad.runtime import caps
+    from trgad.pages import caps
     for D in caps.COUNT_CHAIN_DEPTHS[2]:
         old = tenferro.count("chain", depth=D, fanout=2)
         new = tenferro.count("chain", depth=D, fanout=2, version=tenferro.NEWEST)

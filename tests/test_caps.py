@@ -1,9 +1,9 @@
-"""trgad.runtime.caps: the TRGAD_PREVIEW switch is parsed in one place, strictly."""
+"""trgad.pages.caps: the TRGAD_PREVIEW switch is parsed in one place, strictly."""
 
 import pytest
 
 from trgad import InputError
-from trgad.runtime import caps
+from trgad.pages import caps
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", "Yes", " on "])
@@ -26,7 +26,7 @@ def test_preview_unknown_is_a_one_line_error_naming_the_value(value):
 
 @pytest.fixture
 def reimport(monkeypatch):
-    """Import trgad.runtime.caps afresh under TRGAD_PREVIEW=value (in this process: the module reads
+    """Import trgad.pages.caps afresh under TRGAD_PREVIEW=value (in this process: the module reads
     the environment when it is imported); the module is put back afterwards."""
     import importlib
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trgad import InputError
-from trgad.runtime import caps
+from trgad.pages import caps
 from trgad.topics import fixedpoint as fp, cylinder
 from trgad.physics.exact import BETA_C
 

@@ -1,7 +1,7 @@
 """trgad.pages.report: the rows the reproducibility appendix shows come from this process."""
 import platform
 
-from trgad.runtime import caps
+from trgad.pages import caps
 from trgad.pages import report
 
 

@@ -2,7 +2,7 @@
 book's Rust harness run as a child process (:mod:`trgad.harness.tenferro`), its staged pass
 and its whole graph's ``ad.grad`` at the most steps that finish within a cap.  Kept apart
 from the JAX rows so that the harness layer owns everything that starts the harness."""
-from ..runtime import caps
+from ..pages import caps
 from ..runtime.timing import capped_sweep_unchecked
 from ..runtime.validate import (InputError, check_beta, check_chi, check_repeats, check_steps,
                                 check_timeout)

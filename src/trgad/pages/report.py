@@ -2,7 +2,7 @@
 
 Each function returns rows of (name, value) strings for :func:`trgad.pages.show.grid`, read from the
 running process (``importlib.metadata``, ``platform``, ``os``, ``/proc/cpuinfo``) and from
-:mod:`trgad.runtime.caps`, so the appendix shows what this build really ran with.
+:mod:`trgad.pages.caps`, so the appendix shows what this build really ran with.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import os
 import platform
 from importlib import metadata
 
-from ..runtime import caps, compiled
+from . import caps
+from ..runtime import compiled
 
 #: The distributions whose versions the appendix lists, in order.
 SOFTWARE = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "myst-nb", "jupyter-book", "trgad")
@@ -70,8 +71,8 @@ def machine_rows():
 
 def caps_rows():
     """("mode", "full" or "preview") and (name, value) for every upper-case constant of
-    :mod:`trgad.runtime.caps` (tuples as comma-separated values); the meaning of each is its
-    ``#:`` comment in ``src/trgad/runtime/caps.py``."""
+    :mod:`trgad.pages.caps` (tuples as comma-separated values); the meaning of each is its
+    ``#:`` comment in ``src/trgad/pages/caps.py``."""
     def shown(value):
         if isinstance(value, (tuple, list)):
             return ", ".join(map(str, value))

@@ -1,7 +1,6 @@
 """The runtime: what every other room leans on and that knows no physics.
 
 :mod:`~trgad.runtime.validate` (the input ranges and their one error),
-:mod:`~trgad.runtime.caps` (every demonstration's limits),
 :mod:`~trgad.runtime.timing` (timing, time caps, jaxpr sizes),
 :mod:`~trgad.runtime.compiled` (XLA's compile options and the registry of compiled programs),
 :mod:`~trgad.runtime.cache` (JAX's persistent compilation cache).  Imports no other room.

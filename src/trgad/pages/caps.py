@@ -7,7 +7,7 @@ limits from here, and each page prints the caps it used.  The book's build exten
 """
 import os
 
-from .validate import InputError
+from ..runtime.validate import InputError
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
