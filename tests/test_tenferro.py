@@ -100,6 +100,18 @@ def test_staged_equals_whole(whole_runs):
     assert out["first_ms"] > 0 and out["min_ms"] > 0
 
 
+@pytest.mark.parametrize("beta", [1e-10, 350.0])
+def test_the_ends_of_the_book_beta_range_equal_jax(beta):
+    # the harness takes trgad's range (trgad.runtime.validate), and computes it as JAX does
+    from trgad.physics import staged
+
+    ks = trg.truncation_schedule(4, 3, beta)
+    out = tenferro.staged(3, beta, 4, repeats=1)
+    lnz, dlnz = staged.value_and_grad_jax(beta, ks)
+    assert out["lnz_per_site"] == pytest.approx(float(lnz), rel=1e-12)
+    assert out["u"] == pytest.approx(-float(dlnz), rel=1e-9, abs=1e-22)
+
+
 @pytest.mark.slow
 def test_staged_twenty_steps_equals_jax():
     from trgad.physics import modes

@@ -27,6 +27,11 @@ use tenferro_runtime::{ExecutionEngine, GraphCompiler, Runtime, TracedTensor};
 
 use trg::{Res, Traced};
 
+/// The book's range of beta (trgad.runtime.validate.BETA_MIN, BETA_MAX): where the TRG
+/// resolves u and c, and e^(-2 beta) is still a normal float.
+const BETA_MIN: f64 = 1e-10;
+const BETA_MAX: f64 = 350.0;
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -318,7 +323,7 @@ fn main() -> ExitCode {
     let parsed: Result<Box<dyn FnOnce() -> Res<String>>, String> = (|| match cmd.as_str() {
         "whole" => {
             let a = Args::parse(rest, &["schedule", "beta", "eager", "keep"])?;
-            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, 1e-3, 10.0)?);
+            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, BETA_MIN, BETA_MAX)?);
             if a.0.contains_key("eager") {
                 Ok(Box::new(move || whole_eager(&ks, beta)) as Box<dyn FnOnce() -> Res<String>>)
             } else {
@@ -334,7 +339,7 @@ fn main() -> ExitCode {
         }
         "staged" => {
             let a = Args::parse(rest, &["schedule", "beta", "repeats"])?;
-            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, 1e-3, 10.0)?);
+            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, BETA_MIN, BETA_MAX)?);
             let repeats = a.int("repeats", Some(3), 0, 100)?;
             Ok(Box::new(move || staged(&ks, beta, repeats)) as Box<dyn FnOnce() -> Res<String>>)
         }
