@@ -104,7 +104,7 @@ def _guard_eval_roles():
 
 
 def _caps_mode() -> str:
-    from trgad.runtime import caps  # the one place that reads TRGAD_PREVIEW
+    from trgad.pages import caps  # the one place that reads TRGAD_PREVIEW
 
     return "preview" if caps.PREVIEW else "full"
 

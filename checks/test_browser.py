@@ -20,6 +20,8 @@ visit), and for each page the check asserts:
 * every table fits the text column in a ``VIEWPORT``-wide window (1300 px, a laptop): it is
   no wider than the article's content box, and no scroll container around it has to
   scroll (the theme wraps tables in one, so a wide table is cut off behind a scroll bar);
+* no code cell and no printed output scrolls sideways in that window (its longest line fits
+  the column);
 * every formula is typeset by MathJax, which the book serves itself (sphinx-mathjax-offline):
   no formula left as raw TeX (in a math element or as ``$...$`` text), no MathJax TeX
   error (e.g. an unknown macro);
@@ -189,10 +191,17 @@ _INSPECT_JS = r"""
             column: Math.round(colRight - colLeft),
             overflowsColumn: r.left < colLeft - 1 || r.right > colRight + 1, clipped};
   });
+  // code that scrolls sideways: a cell's source or printed output wider than its box
+  const scrolledCode = Array.from(main.querySelectorAll('.cell_input pre, .cell_output pre'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => ({kind: e.closest('.cell_input') ? 'code' : 'output',
+                scrollWidth: e.scrollWidth, clientWidth: e.clientWidth,
+                line: e.innerText.split('\n').reduce((a, b) => (b.length > a.length ? b : a), '')
+                  .slice(0, 100)}));
   return {
     title: document.title, h1: text(main.querySelector('h1')).trim(),
     mainText: text(main), imgs, figures, pasted, errorOutputs, outputText, rawTables,
-    nMath: math.length, rawMath, mathErrors, rawDollar, tables,
+    nMath: math.length, rawMath, mathErrors, rawDollar, tables, scrolledCode,
   };
 }
 """
@@ -330,6 +339,9 @@ def _problems(rel, info):
     if "Traceback (most recent call last)" in info["outputText"]:
         problems.append("an output cell shows a Python traceback")
     problems += _wide_tables(info["tables"])
+    for c in info["scrolledCode"]:
+        problems.append(f"{c['kind']} scrolls sideways ({c['scrollWidth']} px in {c['clientWidth']} px "
+                        f"at {VIEWPORT['width']} px); its longest line: {c['line']!r}")
     return problems
 
 
