@@ -1,10 +1,11 @@
 """Input is checked once, where it enters (issue 29 §3): a command line, or a public function a
 chapter calls, checks each input once; what it calls trusts it.
 
-Every check of :mod:`trgad.runtime.validate` (and ``modes.check_method``) that a trgad module
+Every check of :mod:`trgad.runtime.validate` that a trgad module
 imported is replaced by a counting one; what a command runs in a child process runs here in
-this process instead, so its checks count too.  A check is named by its function and the
-values it was given (``check_int('depth', 4, 1, 100000)``).  ``check_finite_matrix`` is not an
+this process instead, so its checks count too.  A check is named by the input it checks and the
+value it returned (``repeats=3``), so ``check_repeats(3)`` and ``check_int("repeats", "3", 1)``
+are the same check.  ``check_finite_matrix`` is not an
 input check (it guards an SVD against a NaN computed inside) and is not counted.
 """
 import collections
@@ -21,8 +22,19 @@ from trgad.growth import graphs, probe
 from trgad.keyed import chain, keyed_trg
 from trgad.physics import whole
 from trgad.topics import broadened, elsewhere, fixedpoint, impurity, params, transition
-from trgad.physics import modes
 from trgad.runtime import timing, validate
+
+#: The input a check without a name argument checks (the others name it first).
+INPUT = {"check_beta": "beta", "check_chi": "chi", "check_steps": "steps", "check_repeats": "repeats",
+         "check_schedule": "schedule", "check_chain": "depth, fanout", "check_order": "order",
+         "check_engine": "engine"}
+
+
+def _input(check, args, kwargs):
+    if check == "check_timeout":
+        return args[1] if len(args) > 1 else kwargs.get("name", "timeout")
+    return INPUT.get(check) or args[0]
+
 
 @pytest.fixture
 def checks(monkeypatch):
@@ -32,14 +44,15 @@ def checks(monkeypatch):
     counter = collections.Counter()
     originals = {n: f for n, f in vars(validate).items()
                  if n.startswith("check_") and callable(f) and n != "check_finite_matrix"}
-    originals["check_method"] = modes.check_method
 
     def counting(name, f):
         def check(*args, **kwargs):
-            # the same check of the same value twice is a re-check; a list's items each once
-            # (the betas of a scan) are not
-            counter[f"{name}{args!r}"] += 1
-            return f(*args, **kwargs)
+            # the same input checked twice is a re-check, whatever check and form it came in
+            # ('0.3' on the command line, 0.3 later); a list's items each once (the betas of a
+            # scan) are not
+            value = f(*args, **kwargs)
+            counter[f"{_input(name, args, kwargs)}={value!r}"] += 1
+            return value
         return check
 
     by_id = {id(f): counting(n, f) for n, f in originals.items()}
@@ -92,9 +105,9 @@ def test_a_command_checks_each_input_once(checks, capsys, argv):
 def test_bench_run_checks_each_input_once(checks):
     from trgad import bench
 
-    bench.run(chi=2, steps=2, repeats=1, names=("primal", "whole"), engine=True,
-              with_tenferro=True)
-    assert checks["check_chi(2,)"] == 1 and rechecked(checks) == {}
+    bench.run(chi=2, steps=2, repeats=1, names=("primal", "whole", "staged"), engine=True,
+              with_tenferro=True, second_order=True)
+    assert checks["chi=2"] == 1 and rechecked(checks) == {}
 
 
 PUBLIC_CALLS = {

@@ -20,8 +20,8 @@ list, never up or round a circle (``tests/test_layers.py`` checks it on the fold
 * :mod:`trgad.physics` - the JAX core: the Ising tensor, the TRG, the SVD and its rules,
   the whole-graph and staged derivatives, every mode behind one entry point, the exact
   oracles.  :mod:`trgad.pages` - the book's support: numbers and tables, recorded figures,
-  the machine report, flow charts.
-* :mod:`trgad.runtime` - input ranges and their one error, caps, timing, compile options
+  the machine report, flow charts, every page's caps.
+* :mod:`trgad.runtime` - input ranges and their one error, timing, compile options
   and the compilation cache.
 
 Each room's docstring lists its modules.  The names below are the ones a chapter reaches
@@ -32,7 +32,7 @@ Input is checked once, where it enters (:mod:`trgad.runtime.validate`, one
 the functions a chapter calls - those below, the TRG's (``trg.truncation_schedule``,
 ``lnz_per_site``, ``lnz_terms``, ``cut_spectra``), the derivatives'
 (``modes.value_and_derivatives``, ``modes.program``, ``modes.lnz_scanned``,
-``staged.value_and_grad_jax``, ``value_grad_hess_jax``, ``cotangents``,
+``staged.value_and_grad_jax``, ``cotangents``,
 ``whole.value_and_grad``, ``heat.specific_heat``), the exact oracles, the keyed engine's
 (``chain.run``, ``chain.sweep``, ``keyed_trg.trg_whole``, ``value_and_grad_engine``), the
 probe's (``probe.growth``, ``probe.trg_growth``), ``tenferro.whole``, the topics' functions

@@ -83,8 +83,8 @@ def _first_call(name, beta, ks):
     with cache.disabled():
         t0 = time.perf_counter()
         if name == "staged":
-            staged.value_and_grad_jax(beta, ks)
-            return (lambda: staged.value_and_grad_jax(beta, ks)), time.perf_counter() - t0, None
+            staged.value_and_grad_jax_unchecked(beta, ks)
+            return (lambda: staged.value_and_grad_jax_unchecked(beta, ks)), time.perf_counter() - t0, None
         exe = _program(name, ks)
         block(exe(beta))
         return (lambda: exe(beta)), time.perf_counter() - t0, exe
@@ -149,8 +149,12 @@ def staged_memory():
 def staged_residual_bytes(beta, schedule):
     """Bytes of the residuals that the staged first-order pass keeps alive between its
     forward and backward pass (all steps, the peak: just before the backward pass;
-    :func:`trgad.physics.staged.step_residuals`)."""
-    return int(sum(x.nbytes for _, res in staged.step_residuals(beta, schedule) for x in res))
+    :func:`trgad.physics.staged.step_residuals`, which checks beta and the schedule)."""
+    return _residual_bytes(staged.step_residuals(beta, schedule))
+
+
+def _residual_bytes(stages):
+    return int(sum(x.nbytes for _, res in stages for x in res))
 
 
 def methods(beta, schedule, repeats=3, names=ROWS):
@@ -168,12 +172,12 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     single program) and ``residual_bytes`` (see :func:`staged_memory`).  Raises InputError
     for a bad input or an unknown name.
     """
-    return methods_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+    return _methods(check_beta(beta), tuple(check_schedule(schedule)),
                              check_repeats(repeats), _check_names(names))
 
 
-def methods_unchecked(beta, ks, repeats=3, names=ROWS):
-    """:func:`methods` for a caller that checked its arguments (``ks`` a tuple)."""
+def _methods(beta, ks, repeats=3, names=ROWS):
+    """:func:`methods` of checked arguments (``ks`` a tuple)."""
     _warm_up()
     compiled.clear()
     first = {name: _first_call(name, beta, ks) for name in names}
@@ -186,7 +190,7 @@ def methods_unchecked(beta, ks, repeats=3, names=ROWS):
                           value=value)
         if name == "staged":
             rows[name].update(compiled_programs=len(staged.compiled_shapes()),
-                              residual_bytes=staged_residual_bytes(beta, ks))
+                              residual_bytes=_residual_bytes(staged.step_residuals_unchecked(beta, ks)))
     return rows
 
 
@@ -217,7 +221,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     repeats, names = check_repeats(repeats), _check_names(names)
     schedule = trg.truncation_schedule_unchecked(chi, steps, beta)
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": schedule}
-    rows = methods_unchecked(beta, tuple(schedule), repeats, names)
+    rows = _methods(beta, tuple(schedule), repeats, names)
     out["methods"] = rows
     ratios = {
         "whole_over_primal": ("whole", "steady_seconds", "primal", "steady_seconds"),
@@ -240,7 +244,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             if rust[a]["available"] and rust[a][fa] is not None and b in rows:
                 out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
-        out["second_order"] = second_order_costs_unchecked(beta, tuple(schedule), repeats=repeats)
+        out["second_order"] = _second_order_costs(beta, tuple(schedule), repeats=repeats)
         if "primal" in rows:
             firsts = [r["first_seconds"] for r in out["second_order"].values()]
             primal = rows["primal"]["first_seconds"]
@@ -250,7 +254,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
                       for k, b in TARGETS.items() if k in out}
     out["all_targets_met"] = all(t["met"] for t in out["targets"].values())
     if engine:
-        out.update(engine_rows_unchecked(beta, schedule, repeats=repeats, chi=chi))
+        out.update(_engine_rows(beta, schedule, repeats=repeats, chi=chi))
     return out
 
 
@@ -272,12 +276,12 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       ``engine_step_cost_<n>`` (mean primal + transform + run time of a full-size step) and
       ``engine_step_cost_ratio`` (about 1 when the cost is linear); ``engine_staged_steps``.
     """
-    return engine_rows_unchecked(check_beta(beta), check_schedule(schedule), check_repeats(repeats),
+    return _engine_rows(check_beta(beta), check_schedule(schedule), check_repeats(repeats),
                                  engine_steps, None if chi is None else check_chi(chi))
 
 
-def engine_rows_unchecked(beta, ks, repeats=3, engine_steps=(10, 20), chi=None):
-    """:func:`engine_rows` for a caller that checked its arguments."""
+def _engine_rows(beta, ks, repeats=3, engine_steps=(10, 20), chi=None):
+    """:func:`engine_rows` of checked arguments."""
     out = {}
     chi = chi or max(ks)
     for n in engine_steps:
@@ -315,13 +319,13 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     :func:`methods`).  What :mod:`trgad.topics.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
-    return second_order_costs_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+    return _second_order_costs(check_beta(beta), tuple(check_schedule(schedule)),
                                         [modes.check_method(name) for name in names],
                                         check_repeats(repeats))
 
 
-def second_order_costs_unchecked(beta, ks, names=modes.METHODS, repeats=2):
-    """:func:`second_order_costs` for a caller that checked its arguments (``ks`` a tuple)."""
+def _second_order_costs(beta, ks, names=modes.METHODS, repeats=2):
+    """:func:`second_order_costs` of checked arguments (``ks`` a tuple)."""
     out, kept = {}, {}
     for name in names:
         compiled.clear()

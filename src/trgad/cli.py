@@ -166,7 +166,7 @@ def _parser():
     fk.add_argument("--fanout", default="2", help="chain: uses of each value per layer, in [1, 8] (default 2)")
     fk.add_argument("--steps", help=f"trg: TRG steps in [1, {MAX_STEPS}]")
     fk.add_argument("--timeout", default=str(tenferro.COUNT_TIMEOUT_SECONDS),
-                    help=f"kill one callgrind run after this many seconds (default {tenferro.COUNT_TIMEOUT_SECONDS:g})")
+                    help=f"kill a callgrind run after this many seconds, in (0, {TIMEOUT_MAX:g}] (default {tenferro.COUNT_TIMEOUT_SECONDS:g})")
     return p
 
 

@@ -215,7 +215,11 @@ def step_residuals(beta, schedule):
     first-order pass keeps alive between its two passes.  Parameters and errors as
     :func:`value_and_grad_jax`.
     """
-    beta, ks = check_beta(beta), check_schedule(schedule)
+    return step_residuals_unchecked(check_beta(beta), check_schedule(schedule))
+
+
+def step_residuals_unchecked(beta, ks):
+    """:func:`step_residuals` of a beta and schedule its caller checked."""
     tensors, stages, _, _ = _forward(beta, ks, keep_tensors=True)
     return [(T, res) for T, (_, res) in zip(tensors, stages)]
 

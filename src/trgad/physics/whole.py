@@ -13,8 +13,8 @@ import jax
 
 from ..runtime import compiled
 from . import ising, trg
-from ..runtime.timing import block, count_eqns, time_call, time_grad_transform_unchecked
-from ..runtime.validate import check_beta, check_chi, check_schedule, check_steps
+from ..runtime.timing import block, count_eqns, time_call_unchecked, time_grad_transform_unchecked
+from ..runtime.validate import check_beta, check_chi, check_repeats, check_schedule, check_steps
 
 #: Compiled whole-graph functions, per schedule (registered: :func:`trgad.runtime.compiled.clear`).
 _VALUE_AND_GRAD = compiled.registry("whole.value_and_grad")
@@ -79,6 +79,7 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     uses a fresh function so that no cache hides the work.
     """
     steps, chi, beta = check_steps(steps), check_chi(chi), check_beta(beta)
+    repeats = check_repeats(repeats, low=0)
     schedule = tuple(trg.truncation_schedule_unchecked(chi, steps, beta))
     t_jaxpr, jaxpr = time_grad_transform_unchecked(lnz_fn_unchecked(schedule), beta)
     g = jax.jit(jax.grad(lnz_fn_unchecked(schedule)))
@@ -94,5 +95,5 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
         "grad": float(grad),
     }
     if repeats:
-        row["run_seconds"] = time_call(lambda: g(beta), warmup=0, repeats=repeats).min
+        row["run_seconds"] = time_call_unchecked(lambda: g(beta), warmup=0, repeats=repeats).min
     return row

@@ -98,8 +98,9 @@ def _typed(raw, converted):
 
 
 def format_bound(x):
-    """Shortest text for a bound that still means exactly that bound (``8.988465674311579e+307``
-    for :data:`BETA_MAX`, ``86400`` for :data:`TIMEOUT_MAX`): error messages and help texts."""
+    """Shortest text for a bound that still means exactly that bound (``1e-10`` for
+    :data:`BETA_MIN`, ``86400`` for :data:`TIMEOUT_MAX`, ``repr`` where ``:g`` would round):
+    error messages and help texts."""
     return f"{x:g}" if float(f"{x:g}") == x else repr(x)
 
 

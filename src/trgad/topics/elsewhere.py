@@ -31,7 +31,7 @@ import time
 import warnings
 from typing import Callable, Sequence
 
-from ..runtime.timing import time_call
+from ..runtime.timing import time_call_unchecked
 from ..runtime.validate import InputError, check_depths, check_finite, check_int, check_repeats
 
 #: Deepest SymPy iteration accepted: the tree of a derivative grows about 2.4x per layer, so
@@ -75,7 +75,7 @@ def autograd_tape(f: Callable, x0: float, repeats: int = 1) -> dict:
             raise InputError("f's output does not depend on its argument: autograd recorded no tape")
         return value, end, backward_pass(1.0, end)
 
-    timing = time_call(once, warmup=1, repeats=repeats)
+    timing = time_call_unchecked(once, warmup=1, repeats=repeats)
     value, end, grad = timing.fastest
     return {"value": float(value), "grad": float(grad),
             "tape_nodes": sum(1 for _ in toposort(end)), "seconds": timing.min}
@@ -226,10 +226,11 @@ def sympy_eq_calls(f: Callable, depth: int) -> dict:
     import sympy
     from sympy.core.cache import clear_cache
 
+    depth = check_int("depth", depth, 1, MAX_SYMPY_DEPTH)
     clear_cache()
-    _, a = sympy_unroll(f, depth, evaluate=False)
+    _, a = _sympy_unroll(f, depth, evaluate=False)
     clear_cache()
-    _, b = sympy_unroll(f, depth, evaluate=False)
+    _, b = _sympy_unroll(f, depth, evaluate=False)
     clear_cache()
     t0 = time.perf_counter()
     equal = a == b
@@ -286,8 +287,3 @@ def tuple_eq_calls(depth: int) -> dict:
     hash(a)
     return {"depth": depth, "equal": equal, "eq_calls": eq_calls, "hash_calls": _Leaf.hash_calls,
             "seconds": seconds}
-
-
-# --------------------------------------------------------------------------------------
-# JAX's own history: nested cond (jax-ml/jax #8184, #8193)
-# --------------------------------------------------------------------------------------

@@ -89,10 +89,10 @@ def _L(v):
 
 def start_vector(L):
     """The uniform unit vector of length 2**L, the start of every power iteration here."""
-    return start_vector_unchecked(check_L(L))
+    return _start_vector(check_L(L))
 
 
-def start_vector_unchecked(L):
+def _start_vector(L):
     """:func:`start_vector` of a checked L."""
     return jnp.full(2**L, 2.0 ** (-L / 2))
 
@@ -132,8 +132,11 @@ def power_iteration(T, iterations):
     ``T``: (2**L, 2**L) array.  Returns v, shape (2**L,).  Differentiable by any JAX
     transform (this is the loop the unrolled and staged derivatives go through).
     """
-    iterations = check_iterations(iterations, low=0)
-    v = start_vector_unchecked(_L(T))
+    return _power_iteration(T, check_iterations(iterations, low=0))
+
+
+def _power_iteration(T, iterations):
+    v = _start_vector(_L(T))
     for _ in range(iterations):
         v = power_step(v, T)
     return v
@@ -145,7 +148,7 @@ def while_power_iteration(T, tol, max_iterations):
     steps (tol = 0: exactly max_iterations).  Returns (v after the last step, iterations
     done, that last step's ||g(v) - v||).  JAX can evaluate, jit and forward-differentiate
     it, not reverse-differentiate it (the number of steps is only known at run time)."""
-    v0 = start_vector_unchecked(_L(T))
+    v0 = _start_vector(_L(T))
 
     def cond(state):
         _, k, res = state
@@ -188,7 +191,7 @@ def _converge(beta, L, tol, max_iterations):
 def value_unrolled(beta, L, iterations, output="lnz"):
     """The output after exactly ``iterations`` power steps, as one JAX graph of beta."""
     T = transfer_matrix_unchecked(beta, L)
-    return OUTPUTS[output](power_iteration(T, iterations), T, beta)
+    return OUTPUTS[output](_power_iteration(T, iterations), T, beta)
 
 
 @functools.lru_cache(maxsize=64)
@@ -233,7 +236,7 @@ def staged(beta, L, iterations, output="lnz"):
 def _staged(beta, L, iterations, output):
     """:func:`staged` of checked arguments."""
     T, T_pullback = jax.vjp(lambda b: transfer_matrix_unchecked(b, L), beta)
-    v, pullbacks = start_vector_unchecked(L), []
+    v, pullbacks = _start_vector(L), []
     for _ in range(iterations):
         v, pullback = jax.vjp(_step_jit(), v, T)
         pullbacks.append(pullback)
@@ -260,7 +263,7 @@ def truncated_curve(beta, L, iterations, output="lnz"):
     iterations, output = check_iterations(iterations), check_output(output)
 
     def outputs(b):
-        T, v, out = transfer_matrix_unchecked(b, L), start_vector_unchecked(L), []
+        T, v, out = transfer_matrix_unchecked(b, L), _start_vector(L), []
         for _ in range(iterations):
             v = power_step(v, T)
             out.append(OUTPUTS[output](v, T, b))
