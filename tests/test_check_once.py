@@ -119,6 +119,8 @@ PUBLIC_CALLS = {
     "keyed_trg.value_and_grad_engine": lambda: keyed_trg.value_and_grad_engine(0.3, [2, 4]),
     "keyed_trg.specific_heat": lambda: keyed_trg.specific_heat(0.3, [2, 4]),
     "whole.measure": lambda: whole.measure(2, chi=4, repeats=2),
+    "keyed_trg.staged_derivatives": lambda: keyed_trg.staged_derivatives(0.3, [2, 4], order=2),
+    "probe.run user step": lambda: probe.run("trgad.growth.graphs:chain_step", 1.1, budget=2.0),
     "fixedpoint.held_bytes": lambda: fixedpoint.held_bytes("staged", 0.4, 3, 4),
     "fixedpoint.implicit": lambda: fixedpoint.implicit(0.4, 3),
     "fixedpoint.truncated_curve": lambda: fixedpoint.truncated_curve(0.4, 3, 4),

@@ -38,7 +38,7 @@ from ..physics import trg, whole
 from ..keyed.keyed_trg import KeyedOps
 from ..keyed.keys import STRATEGIES, path_count
 from ..runtime.timing import count_eqns, time_grad_transform_unchecked
-from .graphs import BUILTINS
+from .graphs import BUILTINS, GRAPHS
 from .userstep import as_state, as_state_unchecked, check_step, load_step, one_line
 from ..runtime.validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_depths, check_engine,
                                 check_int, check_positive)
@@ -332,7 +332,7 @@ def _path_matrix(step, state, is_tuple):
 
 def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "structural",
         budget: float = 20.0, label: str | None = None) -> dict:
-    """The probe for the command line (``python -m trgad probe``), as a JSON-ready dict.
+    """The probe as ``python -m trgad probe`` runs it, as a JSON-ready dict.
 
     ``graph`` is one of :data:`GRAPHS` ("trg": by TRG steps, chi = 16, beta = 0.3, no JAX
     execution; the others: see :data:`BUILTINS`) or a user's step "module:function" /
@@ -345,6 +345,11 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
     fails on x0.
     """
     engine, keys, budget = _check_common(engine, keys, budget)
+    shown = graph if label is None else label
+    if graph == "trg" and x0 is not None:
+        raise InputError("x0 is not used with graph='trg' (the TRG is probed by steps at beta = 0.3)")
+    if graph not in GRAPHS and x0 is None:
+        raise InputError(f"graph={shown!r} needs x0 (--x0), the starting state")
     if x0 is not None:
         state, is_tuple = as_state(x0)
         x0 = state if is_tuple else state[0]
@@ -352,15 +357,14 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
 
 
 def run_unchecked(graph, x0, engine, keys, budget, label=None):
-    """:func:`run` for the command line, which checked x0, engine, keys and budget (it runs
-    this in a child process)."""
+    """:func:`run` for the command line, which checked x0 (None only for a built-in graph, and
+    for "trg"), engine, keys and budget, and runs this in a child process: the user's step is
+    imported here, in the child."""
     label = graph if label is None else label
     if isinstance(x0, list):
         x0 = tuple(x0)
     depths = DEPTHS if engine == "keyed" else DEPTHS_JAX
     if graph == "trg":
-        if x0 is not None:
-            raise InputError("x0 is not used with graph='trg' (the TRG is probed by steps at beta = 0.3)")
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
         res = _trg_growth(steps, engine, keys, 16, 0.3, budget, execute=False)
         desc = "whole-graph Levin-Nave TRG, chi = 16, beta = 0.3, by steps"
@@ -370,8 +374,6 @@ def run_unchecked(graph, x0, engine, keys, budget, label=None):
         res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
     else:
         step = load_step(graph, label)
-        if x0 is None:
-            raise InputError(f"graph={label!r} needs x0 (--x0), the starting state")
         check_step(step, x0, label)
         res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
         desc = f"user step {label}"

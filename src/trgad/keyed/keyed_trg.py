@@ -23,7 +23,7 @@ import numpy as np
 from . import engine as keyed
 from ..physics import heat, ising, trg
 from .keys import STRATEGIES
-from ..runtime.validate import check_beta, check_choice, check_schedule
+from ..runtime.validate import check_beta, check_choice, check_order, check_schedule
 
 
 class KeyedOps:
@@ -218,10 +218,15 @@ def staged_derivatives(beta, schedule, keys="structural", order=1):
     order 1), ``fd_step`` (the step h of the central difference; None for order 1),
     ``keys``, ``seconds`` (this call), and the first-order pass's ``transform_seconds``,
     ``key_visits``, ``derivative_ops``, ``run_seconds`` and ``primal_seconds``
-    (:func:`value_and_grad_engine`).  No input check: its one caller, the command line, has
-    checked beta, the schedule (a list of ints), keys and order (1 or 2).
+    (:func:`value_and_grad_engine`).  Raises InputError for a bad beta, schedule, keys or order.
     """
-    ks = schedule
+    return staged_derivatives_unchecked(check_beta(beta), check_schedule(schedule),
+                                        check_choice("keys", keys, STRATEGIES), check_order(order))
+
+
+def staged_derivatives_unchecked(beta, ks, keys="structural", order=1):
+    """:func:`staged_derivatives` for the command line, which checked beta, keys and the order
+    and computed the schedule ``ks`` (a list of ints)."""
     t0 = time.perf_counter()
     r = value_and_grad_engine_unchecked(beta, ks, keys)
     out = {"method": "staged", "order": order, "lnz_per_site": r["lnz_per_site"], "u": -r["dlnz"],
