@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import trgad
 from trgad import InputError
 from trgad.physics import exact, ising, staged, trg
 from trgad.topics import impurity
@@ -23,7 +22,7 @@ def _lnz_from(T0, schedule):
 
 def test_energy_tensor_is_minus_the_beta_derivative_of_the_site_tensor():
     # unscaled T = e^{2b} T~ and X = -dT/db, so X~ = -(2 T~ + dT~/db); jax.grad is the oracle
-    for b in (0.1, 0.3, trgad.BETA_C, 0.9):
+    for b in (0.1, 0.3, exact.BETA_C, 0.9):
         dT = jax.jacfwd(lambda x: ising.initial_tensor(x, trg.JAX))(jnp.float64(b))
         want = -(2.0 * ising.initial_tensor(b, trg.NUMPY) + np.asarray(dT))
         np.testing.assert_allclose(impurity.energy_tensor(b), want, rtol=1e-13, atol=1e-15)

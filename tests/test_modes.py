@@ -6,11 +6,11 @@ import math
 import jax
 import pytest
 
-import trgad
 from trgad import InputError
 from trgad.runtime import compiled
 from trgad.physics import modes, staged, trg
 from trgad.topics import nesting
+from trgad.physics import exact
 
 BETA = 0.3
 
@@ -41,7 +41,7 @@ def test_c_of_the_methods_agree_and_sit_near_onsager(second20):
     for m, c in cs.items():
         assert abs(c - ref) <= 1e-9 * abs(ref), (m, c, ref)
     # chi = 16 truncation: u is 6e-6 off Onsager at beta = 0.3, c about 1e-4
-    assert abs(ref - trgad.onsager(BETA)["c"]) < 1e-3
+    assert abs(ref - exact.onsager(BETA)["c"]) < 1e-3
 
 
 @pytest.mark.slow
@@ -58,7 +58,7 @@ def test_first_order_u_equals_staged_at_20_steps(method, schedule20, staged_u20)
 @pytest.mark.parametrize("method", [m if m == "staged" else pytest.param(m, marks=pytest.mark.slow)
                                     for m in modes.METHODS])
 def test_c_against_exact_enumeration_at_4_steps(method):
-    ex = trgad.torus_exact(BETA, 4)
+    ex = exact.torus_exact(BETA, 4)
     r = modes.value_and_derivatives(BETA, trg.truncation_schedule(16, 4, BETA), method, order=2)
     assert abs(r["c"] - BETA**2 * ex["d2lnz"]) < 1e-12
     assert abs(r["u"] + ex["dlnz"]) < 1e-12
@@ -68,11 +68,11 @@ def test_c_against_exact_enumeration_at_4_steps(method):
 def test_staged_fd_is_still_available():
     sched = trg.truncation_schedule(16, 3, BETA)
     fd = modes.value_and_derivatives(BETA, sched, "staged", order=2, c_method="fd")
-    exact = modes.value_and_derivatives(BETA, sched, "staged", order=2)
-    assert fd["c_method"] == "fd" and exact["c_method"] == "exact"
-    c_ex = BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]
-    assert abs(exact["c"] - c_ex) < 1e-12
-    assert abs(fd["c"] - c_ex) < 1e-6 and fd["c"] != exact["c"]
+    exact_c = modes.value_and_derivatives(BETA, sched, "staged", order=2)
+    assert fd["c_method"] == "fd" and exact_c["c_method"] == "exact"
+    c_ex = BETA**2 * exact.torus_exact(BETA, 3)["d2lnz"]
+    assert abs(exact_c["c"] - c_ex) < 1e-12
+    assert abs(fd["c"] - c_ex) < 1e-6 and fd["c"] != exact_c["c"]
 
 
 def test_compile_seconds_only_on_the_first_call(fresh_programs):

@@ -10,6 +10,7 @@ import trgad
 from trgad.keyed import keyed_trg
 from trgad.physics import modes, staged, trg, whole, heat
 from trgad.pages import recorded
+from trgad.physics import exact
 
 BETA = 0.3
 
@@ -33,7 +34,7 @@ def test_few_programs_for_many_steps(schedule20, fresh_programs):
     assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
     twenty = staged.value_and_grad_jax(BETA, schedule20)
     assert staged.compiled_shapes() == [(2, 2), (2, 4), (4, 4), (4, 16), (16, 16)]
-    assert six != twenty and -twenty[1] == pytest.approx(trgad.onsager(BETA)["u"], abs=1e-5)
+    assert six != twenty and -twenty[1] == pytest.approx(exact.onsager(BETA)["u"], abs=1e-5)
 
 
 def test_full_size_steps_follow_the_input_bond_dimension(schedule20):
@@ -53,7 +54,7 @@ def test_engine_per_step_rows_carry_primal_time():
 
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
 def test_staged_matches_exact_torus(steps):
-    ex = trgad.torus_exact(BETA, steps)
+    ex = exact.torus_exact(BETA, steps)
     lnz, dlnz = staged.value_and_grad_jax(BETA, trg.truncation_schedule(16, steps, BETA))
     assert lnz == pytest.approx(ex["lnz_per_site"], abs=1e-12)
     assert dlnz == pytest.approx(ex["dlnz"], abs=1e-12)
@@ -73,7 +74,7 @@ def test_staged_jax_equals_staged_engine():
 @pytest.mark.slow
 def test_specific_heat_close_to_onsager(schedule20):
     c = heat.specific_heat(BETA, schedule20)
-    assert abs(c - trgad.onsager(BETA)["c"]) < 1e-3
+    assert abs(c - exact.onsager(BETA)["c"]) < 1e-3
     assert c == pytest.approx(recorded.TENFERRO_STAGED["c"], abs=1e-8)  # the source report's c
 
 
@@ -81,11 +82,11 @@ def test_specific_heat_close_to_onsager(schedule20):
 def test_no_nan_deep_and_near_critical_point():
     lnz, dlnz = staged.value_and_grad_jax(BETA, trg.truncation_schedule(16, 32, BETA))
     assert math.isfinite(lnz) and math.isfinite(dlnz)
-    assert -dlnz == pytest.approx(trgad.onsager(BETA)["u"], abs=1e-5)
-    beta = trgad.BETA_C * 0.999
+    assert -dlnz == pytest.approx(exact.onsager(BETA)["u"], abs=1e-5)
+    beta = exact.BETA_C * 0.999
     lnz, dlnz = staged.value_and_grad_jax(beta, trg.truncation_schedule(16, 30, beta))
     assert math.isfinite(lnz) and math.isfinite(dlnz)
-    assert -dlnz == pytest.approx(trgad.onsager(beta)["u"], abs=1e-2)
+    assert -dlnz == pytest.approx(exact.onsager(beta)["u"], abs=1e-2)
 
 
 def test_bad_input():
@@ -105,7 +106,7 @@ def test_bad_input():
 
 @pytest.mark.parametrize("engine", ["jax", "keyed"])
 def test_fd_specific_heat_names_its_step(engine):
-    c_exact = BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]
+    c_exact = BETA**2 * exact.torus_exact(BETA, 3)["d2lnz"]
     if engine == "jax":
         out = modes.value_and_derivatives(BETA, [2, 4, 4], "staged", order=2, c_method="fd")
         assert modes.value_and_derivatives(BETA, [2], "staged")["c"] is None
@@ -116,20 +117,20 @@ def test_fd_specific_heat_names_its_step(engine):
     assert out["fd_step"] == heat.FD_STEP          # the source report's h at beta = 0.3
     assert out["c_method"] == "fd"
     assert out["c"] == pytest.approx(c_exact, rel=1e-6)
-    assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
+    assert abs(out["u"] + exact.torus_exact(BETA, 3)["dlnz"]) < 1e-12
 
 
 def test_exact_specific_heat_is_the_default():
     out = modes.value_and_derivatives(BETA, [2, 4, 4], "staged", order=2)
     assert out["c_method"] == "exact" and out["fd_step"] is None
-    assert abs(out["c"] - BETA**2 * trgad.torus_exact(BETA, 3)["d2lnz"]) < 1e-12
-    assert abs(out["u"] + trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
+    assert abs(out["c"] - BETA**2 * exact.torus_exact(BETA, 3)["d2lnz"]) < 1e-12
+    assert abs(out["u"] + exact.torus_exact(BETA, 3)["dlnz"]) < 1e-12
     assert heat.specific_heat_exact(BETA, [2, 4, 4]) == out["c"]
 
 
 @pytest.mark.parametrize("steps", [1, 3, 4])
 def test_staged_second_derivative_matches_exact_torus(steps):
-    ex = trgad.torus_exact(BETA, steps)
+    ex = exact.torus_exact(BETA, steps)
     lnz, dlnz, d2 = staged.value_grad_hess_jax(BETA, trg.truncation_schedule(16, steps, BETA))
     assert abs(lnz - ex["lnz_per_site"]) < 1e-12 and abs(dlnz - ex["dlnz"]) < 1e-12
     assert d2 == pytest.approx(ex["d2lnz"], rel=1e-12)
@@ -151,7 +152,7 @@ def test_compile_ahead_compiles_what_the_pass_runs(order, fresh_programs):
     run = staged.value_grad_hess_jax if order == 2 else staged.value_and_grad_jax
     out = run(BETA, sched)
     assert len(staged.executables()) == before
-    assert abs(out[1] - trgad.torus_exact(BETA, 3)["dlnz"]) < 1e-12
+    assert abs(out[1] - exact.torus_exact(BETA, 3)["dlnz"]) < 1e-12
 
 
 def test_compile_ahead_refuses_a_bad_order():
@@ -170,8 +171,8 @@ def test_cli_staged_specific_heat_json(cli):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["method"] == "staged" and out["c_method"] == "fd"
-    assert out["u"] == pytest.approx(-trgad.torus_exact(BETA, 4)["dlnz"], abs=1e-12)
-    assert out["c"] == pytest.approx(BETA**2 * trgad.torus_exact(BETA, 4)["d2lnz"], rel=1e-6)
+    assert out["u"] == pytest.approx(-exact.torus_exact(BETA, 4)["dlnz"], abs=1e-12)
+    assert out["c"] == pytest.approx(BETA**2 * exact.torus_exact(BETA, 4)["d2lnz"], rel=1e-6)
 
 
 def test_cli_staged_engine_json(cli):
@@ -179,7 +180,7 @@ def test_cli_staged_engine_json(cli):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["c"] is None
-    assert out["u"] == pytest.approx(-trgad.torus_exact(BETA, 3)["dlnz"], abs=1e-12)
+    assert out["u"] == pytest.approx(-exact.torus_exact(BETA, 3)["dlnz"], abs=1e-12)
     for key in ("transform_seconds", "key_visits", "derivative_ops", "run_seconds"):
         assert key in out
 

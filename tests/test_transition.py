@@ -6,18 +6,18 @@ import math
 import numpy as np
 import pytest
 
-import trgad
 from trgad import InputError
 from trgad.physics import modes, trg
 from trgad.topics import transition
+from trgad.physics import exact
 
 
 def test_beta_grid_is_denser_near_beta_c():
     g = transition.beta_grid(41)
     assert len(g) == 41 == len(set(g)) and g == sorted(g)
-    assert g[0] == 0.3 and g[-1] == 0.6 and trgad.BETA_C in g
+    assert g[0] == 0.3 and g[-1] == 0.6 and exact.BETA_C in g
     steps = np.diff(g)
-    i = g.index(trgad.BETA_C)
+    i = g.index(exact.BETA_C)
     assert steps[i] < steps[-1] / 10 and steps[i - 1] < steps[0] / 10
     with pytest.raises(InputError):
         transition.beta_grid(41, low=0.5)        # beta_c not inside
@@ -27,7 +27,7 @@ def test_beta_grid_is_denser_near_beta_c():
 
 @pytest.mark.slow
 def test_scan_matches_the_whole_graph_and_carries_onsager():
-    betas = [0.35, trgad.BETA_C, 0.5]
+    betas = [0.35, exact.BETA_C, 0.5]
     out = transition.scan(4, 6, betas)
     assert out["method"] == transition.DEFAULT_METHOD and [r["beta"] for r in out["rows"]] == betas
     for r in out["rows"]:
@@ -37,7 +37,7 @@ def test_scan_matches_the_whole_graph_and_carries_onsager():
         assert r["c"] == pytest.approx(ref["c"], rel=1e-9) and r["u"] == pytest.approx(ref["u"], abs=1e-12)
         assert r["error"] is None
     assert out["rows"][1]["onsager_c"] is None               # log divergence at beta_c
-    assert out["rows"][0]["onsager_c"] == pytest.approx(trgad.onsager(0.35)["c"], rel=1e-15)
+    assert out["rows"][0]["onsager_c"] == pytest.approx(exact.onsager(0.35)["c"], rel=1e-15)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import pytest
 import trgad
 from trgad.runtime import timing
 from trgad.physics import trg, whole
+from trgad.physics import exact
 
 BETA = 0.3
 
@@ -23,7 +24,7 @@ def test_specific_heat_autodiff_matches_exact_torus(steps):
     # reverse-over-reverse through the truncated-SVD rule, 2 or 3 steps = the exact 4- or
     # 8-site torus
     c = whole.specific_heat_autodiff(BETA, trg.truncation_schedule(16, steps, BETA))
-    assert c == pytest.approx(BETA**2 * trgad.torus_exact(BETA, steps)["d2lnz"], rel=1e-10)
+    assert c == pytest.approx(BETA**2 * exact.torus_exact(BETA, steps)["d2lnz"], rel=1e-10)
 
 
 def test_value_and_grad_checks_its_schedule():

@@ -24,12 +24,12 @@ list, never up or round a circle (``tests/test_layers.py`` checks it on the fold
 * :mod:`trgad.runtime` - input ranges and their one error, timing, compile options
   and the compilation cache.
 
-Each room's docstring lists its modules.  The names below are the ones a chapter reaches
-from ``trgad`` itself.
+Each room's docstring lists its modules; a chapter imports from the rooms.  ``trgad`` itself
+sets JAX to float64 and XLA's options, and names :class:`InputError`.
 
 Input is checked once, where it enters (:mod:`trgad.runtime.validate`, one
 :class:`InputError` naming the value and its range): the command line, and the public API,
-the functions a chapter calls - those below, the TRG's (``trg.truncation_schedule``,
+the functions a chapter calls - the TRG's (``trg.truncation_schedule``,
 ``lnz_per_site``, ``lnz_terms``, ``cut_spectra``), the derivatives'
 (``modes.value_and_derivatives``, ``modes.program``, ``modes.lnz_scanned``,
 ``staged.value_and_grad_jax``, ``cotangents``,
@@ -38,8 +38,8 @@ the functions a chapter calls - those below, the TRG's (``trg.truncation_schedul
 probe's (``probe.growth``, ``probe.trg_growth``), ``tenferro.whole``, the topics' functions
 and ``bench.run``.  Functions only trgad calls trust their callers; where a checked function
 is needed inside, trgad calls its ``*_unchecked`` twin (``trg.truncation_schedule_unchecked``,
-``modes.value_and_derivatives_unchecked``, ...), so a ``python -m trgad trg`` run checks beta
-once (``tests/test_cli.py``).
+``modes.value_and_derivatives_unchecked``, ...); ``tests/test_check_once.py`` counts the checks
+of every command and of the public functions.
 """
 import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -54,10 +54,6 @@ from .runtime import cache as _cache  # noqa: E402
 
 _cache.setup()   # JAX's persistent compilation cache, shared by every process (trgad.runtime.cache)
 
-from .physics.exact import BETA_C, onsager, torus_exact  # noqa: E402
-from .physics.trg import lnz_per_site, trg_step, truncation_schedule  # noqa: E402
-from .physics.svd import balanced_split, truncated_svd  # noqa: E402
-from .runtime.timing import capped_sweep, run_with_timeout, time_call  # noqa: E402
 from .runtime.validate import InputError  # noqa: E402
 
 # NumPy's OpenBLAS runs single-threaded (SciPy's too when loaded before this; trgad loads
@@ -67,9 +63,4 @@ from .runtime.validate import InputError  # noqa: E402
 # affected by this limit.
 _threadpool_limits(1, user_api="blas")
 
-__all__ = [
-    "BETA_C", "onsager", "torus_exact",
-    "lnz_per_site", "trg_step", "truncation_schedule", "balanced_split", "truncated_svd",
-    "capped_sweep", "run_with_timeout", "time_call",
-    "InputError",
-]
+__all__ = ["InputError"]
