@@ -196,9 +196,10 @@ _INSPECT_JS = r"""
             overflowsColumn: r.left < colLeft - 1 || r.right > colRight + 1, clipped};
   });
   // code that scrolls sideways: a cell's source or printed output wider than its box
-  const scrolledCode = Array.from(main.querySelectorAll('.cell_input pre, .cell_output pre'))
+  const scrolledCode = Array.from(new Set(main.querySelectorAll(
+      '.cell_input pre, .cell_output pre, div.highlight pre')))
     .filter(e => e.scrollWidth > e.clientWidth + 1)
-    .map(e => ({kind: e.closest('.cell_input') ? 'code' : 'output',
+    .map(e => ({kind: e.closest('.cell_output') ? 'output' : 'code',
                 scrollWidth: e.scrollWidth, clientWidth: e.clientWidth,
                 line: e.innerText.split('\n').reduce((a, b) => (b.length > a.length ? b : a), '')
                   .slice(0, 100)}));
