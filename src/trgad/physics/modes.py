@@ -243,7 +243,7 @@ def program_unchecked(method, order, ks):
     if key in _EXECUTABLES:
         return _EXECUTABLES[key], 0.0
     t0 = time.perf_counter()
-    exe = compiled.jit(_build(*key)).lower(0.3).compile()
+    exe = compiled.lower(_build(*key), 0.3, key=("modes.program", *key)).compile()
     _EXECUTABLES[key] = exe
     return exe, time.perf_counter() - t0
 

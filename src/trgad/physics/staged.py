@@ -80,7 +80,9 @@ def vjp_pair(key, fn):
             pullback = jax.tree_util.tree_unflatten(trees[tuple(jnp.shape(v) for v in leaves)], leaves)
             return pullback(ct)[0]
 
-        _PROGRAMS[key] = (compiled.Compiled(step), compiled.Compiled(pull))
+        step_program = compiled.Compiled(step, key=("staged", key, "step"))
+        _PROGRAMS[key] = (step_program, compiled.Compiled(pull, key=("staged", key, "pull"),
+                                                          after=step_program))
     return _PROGRAMS[key]
 
 
@@ -128,7 +130,8 @@ def second_order_programs(D, k):
     D, k = int(D), int(k)
     key = ("jet", D, k)
     if key not in _PROGRAMS:
-        _PROGRAMS[key] = (compiled.Compiled(jet(lambda t: trg.trg_step(t, k, trg.JAX))),)
+        _PROGRAMS[key] = (compiled.Compiled(jet(lambda t: trg.trg_step(t, k, trg.JAX)),
+                                            key=("staged", key)),)
     return _PROGRAMS[key][0]
 
 
@@ -141,7 +144,7 @@ def second_order_end_programs():
                      ("tail2", lambda T, dT, d2T, w: jet(
                          lambda t: w * ops.log(trg.torus_trace(t, ops)))(T, dT, d2T))):
         if name not in _PROGRAMS:
-            _PROGRAMS[name] = (compiled.Compiled(fn),)
+            _PROGRAMS[name] = (compiled.Compiled(fn, key=("staged", name)),)
     return _PROGRAMS["init2"][0], _PROGRAMS["tail2"][0]
 
 

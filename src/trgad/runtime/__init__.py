@@ -3,5 +3,6 @@
 :mod:`~trgad.runtime.validate` (the input ranges and their one error),
 :mod:`~trgad.runtime.timing` (timing, time caps, jaxpr sizes),
 :mod:`~trgad.runtime.compiled` (XLA's compile options and the registry of compiled programs),
-:mod:`~trgad.runtime.cache` (JAX's persistent compilation cache).  Imports no other room.
+:mod:`~trgad.runtime.cache` (JAX's persistent compilation cache) and
+:mod:`~trgad.runtime.exports` (lowered programs kept on disk).  Imports no other room.
 """

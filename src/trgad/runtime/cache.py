@@ -4,8 +4,9 @@ A compiled program (XLA executable) is written to disk the first time any proces
 it, and every later process on the machine loads it instead of compiling it again: the
 20-step whole graph that one chapter compiles is not compiled again by the next chapter,
 the test run or ``python -m trgad``.  Tracing and lowering still happen in every process
-(the cache is looked up by the lowered program), and every number is still computed: the
-cache holds compiled programs, never results.
+(the cache is looked up by the lowered program), except for trgad's own derivative
+programs, whose lowered form :mod:`trgad.runtime.exports` keeps in this folder too; every
+number is still computed: the cache holds programs, never results.
 
 Where (:func:`directory`): ``$TRGAD_CACHE_DIR`` if set; ``TRGAD_CACHE_DIR=`` (set but empty)
 turns the cache off; otherwise ``$XDG_CACHE_HOME/trgad`` (default ``~/.cache/trgad``).  No

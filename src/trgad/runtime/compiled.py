@@ -7,7 +7,8 @@ every method then compiles again, as a first call does).  The caches today: ``mo
 pullback programs), ``whole.value_and_grad`` and ``whole.second`` (the whole graph's jitted
 functions, per schedule), ``exact.kaufman``.  These live in this process's memory; JAX's
 persistent compilation cache (:mod:`trgad.runtime.cache`) keeps compiled executables on disk for the
-next process.
+next process, and :mod:`trgad.runtime.exports` the lowered programs of ``modes`` and ``staged``
+(:func:`lower` and :class:`Compiled` with a ``key``), so that it does not trace them.
 
 :func:`snapshot` and :func:`restore` let a benchmark time several first calls from empty
 caches and keep what each compiled (:func:`trgad.bench.second_order_costs`).
@@ -22,6 +23,8 @@ import os
 import threading
 
 import jax
+
+from . import exports
 
 _CACHES = {}
 
@@ -118,6 +121,16 @@ def jit(fn, **kwargs):
     return jax.jit(fn, compiler_options=options(), **kwargs)
 
 
+def lower(fn, *args, key=None):
+    """``jit(fn).lower(*args)``; with ``key`` (hashable, naming ``fn`` and every value it
+    closes over), through trgad's store of exported programs (:func:`trgad.runtime.exports.lower`),
+    so that the next process loads the lowered program instead of tracing it.  Why: a
+    derivative program's tracing and lowering are much of its first call."""
+    if key is None:
+        return jit(fn).lower(*args)
+    return exports.lower(fn, args, key, options())
+
+
 def registry(name):
     """The registered dict of compiled programs called ``name`` (created empty on first use).
 
@@ -156,14 +169,36 @@ class Compiled:
     The first call with a new argument signature (tree structure, shapes and dtypes of the
     arguments) runs ``jit(fn).lower(*args).compile()``; every call then runs that XLA
     executable.  ``executables`` maps each signature to its executable, which gives XLA's
-    figures, e.g. ``memory_analysis().temp_size_in_bytes``.  Source: JAX's ahead-of-time
-    lowering API (``jax.jit(...).lower(...).compile()``, "Ahead-of-time lowering and
-    compilation" in the JAX documentation).
+    figures, e.g. ``memory_analysis().temp_size_in_bytes``.  With ``key`` (hashable, naming
+    ``fn`` and every value it closes over) each signature goes through trgad's store of
+    exported programs (:func:`trgad.runtime.exports.lower`): a later process loads it, untraced.
+    ``after``: a Compiled whose traces ``fn``'s trace reads (staged's pullback reads the
+    tree its step recorded): it is traced again first, whenever ``fn`` is traced.  Source:
+    JAX's ahead-of-time lowering API (``jax.jit(...).lower(...).compile()``, "Ahead-of-time
+    lowering and compilation" in the JAX documentation).
     """
 
-    def __init__(self, fn):
+    def __init__(self, fn, key=None, after=None):
+        self.fn, self.key, self.after = fn, key, after
         self.jit = jit(fn)
         self.executables = {}
+        self.signatures = {}
+
+    def lower(self, *args):
+        """The ``jax.stages.Lowered`` of this program for ``args`` (see the class docstring)."""
+        self.signatures[self._key(args)] = exports.specs(args)
+        prepare = None if self.after is None else self.after.retrace
+        if self.key is None:
+            if prepare is not None:
+                prepare()
+            return self.jit.lower(*args)
+        return exports.lower(self.fn, args, self.key, options(), prepare)
+
+    def retrace(self):
+        """Trace ``fn`` for every signature lowered so far (JAX's trace cache makes a repeat
+        cheap), for what tracing it records."""
+        for args in self.signatures.values():
+            self.jit.trace(*args)
 
     @staticmethod
     def _key(args):
@@ -175,7 +210,7 @@ class Compiled:
         key = self._key(args)
         exe = self.executables.get(key)
         if exe is None:
-            exe = self.executables[key] = self.jit.lower(*args).compile()
+            exe = self.executables[key] = self.lower(*args).compile()
         return exe(*args)
 
 
@@ -216,7 +251,7 @@ class SideBySide:
         if key in program.executables:
             info = program.executables[key].out_info
         else:
-            lowered = program.jit.lower(*args)
+            lowered = program.lower(*args)
             self._pending.append((program, key, self._pool.submit(lowered.compile)))
             info = lowered.out_info
         return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
