@@ -48,6 +48,18 @@ def test_ratios(small):
     assert small["all_targets_met"] == all(t["met"] for t in small["targets"].values())
 
 
+def test_the_floor_is_one_full_size_step_and_its_pullback(small):
+    """The steady state's floor: one full-size step (chi 4: D = k = 4) forward and with its
+    pullback.  XLA's count of the arithmetic around the SVDs is exact: the pullback adds
+    more than the step's own (the einsum's reverse alone is twice its forward)."""
+    f = small["step_costs"]
+    assert (f["D"], f["k"]) == (4, 4)
+    assert f["vjp_flops"] > 2 * f["step_flops"] > 0
+    assert f["floor"] == f["vjp_seconds"] / f["step_seconds"]
+    for name in ("whole", "staged"):
+        assert small[f"{name}_over_floor"] == small[f"{name}_over_primal"] / f["floor"]
+
+
 @pytest.mark.slow
 def test_second_order_rows_and_their_ratios():
     out = bench.run(chi=4, steps=3, beta=0.3, repeats=1, engine=False, names=("primal",),

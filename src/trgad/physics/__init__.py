@@ -8,6 +8,7 @@
 :mod:`~trgad.physics.staged` (one VJP per step, and the exact staged second derivative),
 :mod:`~trgad.physics.heat` (the specific heat from staged derivatives),
 :mod:`~trgad.physics.modes` (every mode of differentiation behind one entry point),
+:mod:`~trgad.physics.stepcost` (one full-size step and its pullback: the steady state's floor),
 :mod:`~trgad.physics.exact` (exact small tori, Kaufman's torus and Onsager: the oracles).
 Imports the runtime only.
 """

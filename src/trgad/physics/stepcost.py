@@ -1,0 +1,74 @@
+"""What one full-size TRG step costs, and what its derivative adds: the steady state's floor.
+
+Every first-order mode runs each step forward and then that step's pullback (the whole
+graph and the checkpointed scan inside one program, the staged pass as two), so one
+full-size step, timed forward and forward-plus-pullback, bounds from below the steady
+ratio to the primal that any of them can reach with this TRG and these SVD rules:
+``floor = vjp_seconds / step_seconds`` (the first, smaller steps change it little).  The
+step's own figures say where the time goes: ``svd_seconds`` (its two LAPACK SVDs alone)
+and XLA's count of the arithmetic around them (``cost_analysis()["flops"]``, which leaves
+the SVDs' custom calls out): ``step_flops`` forward, ``vjp_flops`` forward and pullback.
+Programs compiled by :func:`trgad.runtime.compiled.jit`; the step is
+:func:`trgad.physics.trg.trg_step` through :data:`trgad.physics.trg.JAX_REVERSE`, the
+staged pass's and the whole graph's first-order back end.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..runtime import compiled
+from ..runtime.timing import time_call_unchecked
+from ..runtime.validate import check_beta, check_repeats, check_schedule
+from . import ising, trg
+
+
+def _full_size_tensor(beta, ks):
+    """T at the first step of ``ks`` whose input has the schedule's largest bond dimension."""
+    T = ising.initial_tensor(beta, trg.JAX)
+    for k in ks:
+        if T.shape[0] == max(ks):
+            break
+        T, _ = trg.trg_step(T, k, trg.JAX)
+    return T
+
+
+def step_costs(beta, schedule, repeats=5):
+    """One full-size step's costs (:func:`step_costs_unchecked`) at inverse temperature
+    ``beta`` for the truncation ``schedule``; the fastest of ``repeats`` calls.  Raises
+    InputError for beta, the schedule or repeats out of range."""
+    return step_costs_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
+                                check_repeats(repeats))
+
+
+def step_costs_unchecked(beta, ks, repeats=5):
+    """One full-size step's costs at ``beta`` for the checked schedule ``ks`` (a tuple whose
+    largest k some step's input has): a dict with ``D``, ``k``, ``step_seconds``,
+    ``svd_seconds``, ``vjp_seconds`` (each the fastest of ``repeats`` calls, timed in turns
+    after a warm-up round), ``floor`` (vjp over step), ``step_flops`` and ``vjp_flops`` (XLA's count,
+    the SVDs left out)."""
+    T = _full_size_tensor(beta, ks)
+    D = k = T.shape[0]
+    step = lambda t: trg.trg_step(t, k, trg.JAX_REVERSE)             # noqa: E731
+
+    def vjp(t):
+        out, pullback = jax.vjp(step, t)
+        return out, pullback((jnp.ones_like(out[0]), jnp.ones_like(out[1])))[0]
+
+    def svds(t):
+        return (jnp.linalg.svd(t.reshape(D * D, D * D), full_matrices=False),
+                jnp.linalg.svd(jnp.transpose(t, (1, 2, 3, 0)).reshape(D * D, D * D),
+                               full_matrices=False))
+
+    out, exes = {"D": int(D), "k": int(k)}, {}
+    for name, fn in (("step", step), ("svd", svds), ("vjp", vjp)):
+        exes[name] = compiled.jit(fn).lower(T).compile()
+        if name != "svd":
+            out[f"{name}_flops"] = float((exes[name].cost_analysis() or {}).get("flops", float("nan")))
+    best = {name: float("inf") for name in exes}
+    for _ in range(repeats + 1):         # in turns, the first round a warm-up: fair ratios
+        for name, exe in exes.items():
+            best[name] = min(best[name], time_call_unchecked(lambda: exe(T), warmup=0, repeats=1).min)
+    out.update({f"{name}_seconds": t for name, t in best.items()})
+    out["floor"] = out["vjp_seconds"] / out["step_seconds"]
+    return out
