@@ -206,7 +206,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     ``checkpoint_over_primal`` and ``checkpoint_temp_over_whole_temp`` (steady-state times
     unless named first or temp); with the primal and a derivative row, ``step_costs`` (one
     full-size step forward and with its pullback, :func:`trgad.physics.stepcost.step_costs_unchecked`:
-    its ``floor`` is the least steady ratio to the primal that a mode running each step
+    its ``floor`` estimates the steady ratio to the primal that a mode running each step
     and then its pullback can reach) and ``whole_over_floor``, ``staged_over_floor`` (their
     steady ratio to the primal over that floor);
     with ``second_order``, ``second_order`` (:func:`second_order_costs` at the same point:

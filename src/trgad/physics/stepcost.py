@@ -1,14 +1,16 @@
-"""What one full-size TRG step costs, and what its derivative adds: the steady state's floor.
+"""What one full-size TRG step costs, and what its pullback adds: reverse mode's floor.
 
-Every first-order mode runs each step forward and then that step's pullback (the whole
-graph and the checkpointed scan inside one program, the staged pass as two), so one
-full-size step, timed forward and forward-plus-pullback, bounds from below the steady
-ratio to the primal that any of them can reach with this TRG and these SVD rules:
-``floor = vjp_seconds / step_seconds`` (the first, smaller steps change it little).  The
-step's own figures say where the time goes: ``svd_seconds`` (its two LAPACK SVDs alone)
-and XLA's count of the arithmetic around them (``cost_analysis()["flops"]``, which leaves
-the SVDs' custom calls out): ``step_flops`` forward, ``vjp_flops`` forward and pullback.
-Programs compiled by :func:`trgad.runtime.compiled.jit`; the step is
+Every reverse-mode row (the whole graph and the checkpointed scan inside one program, the
+staged pass as two) runs each step forward and then that step's pullback, so one
+full-size step, timed forward and forward-plus-pullback, estimates the steady ratio to the
+primal that they can reach with this TRG, these SVD rules and these compile options:
+``floor = vjp_seconds / step_seconds`` (an estimate from a few calls, not a bound; the
+first, smaller steps change it little; the checkpointed scan runs each step forward twice
+and forward mode runs no pullback, so theirs differ).  The step's own figures say where
+the time goes: ``svd_seconds`` (its two LAPACK SVDs alone) and XLA's count of the
+arithmetic (``cost_analysis()["flops"]``, in which the SVDs' custom calls, marked unknown,
+add nothing): ``step_flops`` forward, ``vjp_flops`` forward and pullback.  Programs
+compiled by :func:`trgad.runtime.compiled.jit`; the step is
 :func:`trgad.physics.trg.trg_step` through :data:`trgad.physics.trg.JAX_REVERSE`, the
 staged pass's and the whole graph's first-order back end.
 """
