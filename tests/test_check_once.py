@@ -135,10 +135,3 @@ PUBLIC_CALLS = {
 def test_a_public_function_checks_each_input_once(checks, name):
     PUBLIC_CALLS[name]()
     assert checks and rechecked(checks) == {}
-
-
-def test_refine_checks_its_new_betas_once(checks):
-    rows = transition.scan(4, 2, [0.4, 0.44, 0.48])["rows"]
-    checks.clear()
-    transition.refine(4, 2, rows, points=2)
-    assert checks and rechecked(checks) == {}

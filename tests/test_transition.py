@@ -64,15 +64,3 @@ def test_peak_of_a_known_parabola():
     assert not edge["interior"] and edge["beta"] == 0.3
     with pytest.raises(InputError):
         transition.peak(rows[:2])
-
-
-@pytest.mark.slow
-def test_refine_adds_points_between_the_neighbours_of_the_maximum():
-    betas = [0.30, 0.36, 0.42, 0.48]
-    coarse = transition.scan(4, 5, betas)
-    i = int(np.argmax([r["c"] for r in coarse["rows"]]))
-    lo, hi = betas[max(i - 1, 0)], betas[min(i + 1, len(betas) - 1)]
-    extra, p = transition.refine(4, 5, coarse["rows"], points=2)
-    assert [r["beta"] for r in extra["rows"]] == pytest.approx([lo + (hi - lo) / 3, lo + 2 * (hi - lo) / 3], abs=1e-15)
-    assert p == transition.peak(coarse["rows"] + extra["rows"])
-    assert lo < p["beta"] < hi

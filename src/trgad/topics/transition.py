@@ -137,18 +137,3 @@ def peak(rows):
         return dict(out, beta=float(b[i]), c=float(c[i]))
     xv = -a1 / (2 * a2)
     return dict(out, beta=float(x[1] + xv), c=float(a0 + a1 * xv + a2 * xv * xv))
-
-
-def refine(chi, steps, rows, points=5, method=DEFAULT_METHOD):
-    """A finer scan around the coarse peak of ``rows``: ``points`` betas evenly spaced
-    strictly between the neighbours of the largest c, then :func:`peak` of all the rows.
-    Returns (the new rows (a :func:`scan` result), the peak dict).  Raises InputError for
-    bad input (see :func:`scan`, :func:`peak`; ``points`` in [1, 100])."""
-    points = check_int("points", points, 1, 100)
-    pts = sorted((r["beta"], r["c"]) for r in rows if r.get("c") is not None)
-    if len(pts) < 3:
-        raise InputError(f"rows={len(pts)} with a c is too few: a peak needs at least 3")
-    i = int(np.argmax([c for _, c in pts]))
-    lo, hi = pts[max(i - 1, 0)][0], pts[min(i + 1, len(pts) - 1)][0]
-    extra = scan(chi, steps, list(np.linspace(lo, hi, points + 2)[1:-1]), method)
-    return extra, peak(list(rows) + extra["rows"])
