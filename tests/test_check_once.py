@@ -21,7 +21,7 @@ from trgad import cli as trgad_cli
 from trgad.growth import graphs, probe
 from trgad.keyed import chain, keyed_trg
 from trgad.physics import whole
-from trgad.topics import broadened, elsewhere, fixedpoint, impurity, params, transition
+from trgad.topics import broadened, elsewhere, fixedpoint, impurity, params
 from trgad.runtime import timing, validate
 
 #: The input a check without a name argument checks (the others name it first).
