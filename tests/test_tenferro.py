@@ -163,7 +163,7 @@ def test_cli_non_finite_gradient_exits_four(cli):
                                          (["chain", "--depth", "3", "--bogus", "1"], "unknown option"),
                                          (["nothing"], "unknown command")])
 def test_program_refuses_bad_arguments_in_one_line(args, needle):
-    r = subprocess.run([tenferro.program(), *args], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([tenferro.binary(), *args], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr

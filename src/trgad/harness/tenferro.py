@@ -76,7 +76,7 @@ def _name(version):
     return PROGRAM if version == VERSION else f"{PROGRAM}-{version.replace('.', '-')}"
 
 
-def program(version=VERSION):
+def binary(version=VERSION):
     """Path of the harness program built against tenferro-rs ``version``:
     ``$TRGAD_TENFERRO_BIN`` if set (for :data:`VERSION`), else the one installed with this
     Python (its scripts folder), else the first on ``PATH``.  Raises TenferroError naming
@@ -99,9 +99,9 @@ def program(version=VERSION):
 
 
 def available(version=VERSION):
-    """Whether the harness program for ``version`` is installed (see :func:`program`)."""
+    """Whether the harness program for ``version`` is installed (see :func:`binary`)."""
     try:
-        program(version)
+        binary(version)
     except TenferroError:
         return False
     return True
@@ -118,7 +118,7 @@ def _version(version):
 
 def _run(args, timeout, version=VERSION):
     try:
-        result = run_command([program(version), *args], timeout)
+        result = run_command([binary(version), *args], timeout)
     except OSError as e:
         raise TenferroError(f"{PROGRAM} could not be started: {e}") from None
     if not result.returned:
@@ -230,7 +230,7 @@ def _callgrind(args, where, version, timeout):
     with tempfile.TemporaryDirectory(prefix="trgad-callgrind-") as tmp:
         out = os.path.join(tmp, "callgrind.out")
         cmd = [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-               f"--toggle-collect={function}", program(version), *args]
+               f"--toggle-collect={function}", binary(version), *args]
         try:
             result = run_command(cmd, timeout)
         except OSError as e:
@@ -243,7 +243,7 @@ def _callgrind(args, where, version, timeout):
                                 f"{result.last_error or 'no message'}")
         counts = callgrind.call_counts(out)
         if where != "registry" and not any(caller == function for caller, _ in counts):
-            raise TenferroError(f"{program(version)} has no function {function}: it was built "
+            raise TenferroError(f"{binary(version)} has no function {function}: it was built "
                                 f"from an older harness (reinstall: pip install -r requirements.txt)")
         return callgrind.calls_to(counts, KEY_EQ)
 
@@ -307,8 +307,8 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
         beta = check_beta(beta)
         args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
                 "--beta", repr(beta)]
-    binary = program(version)
-    parts = [_file_hash(binary), _valgrind_version(), args, KEY_EQ, COUNTED]
+    path = binary(version)
+    parts = [_file_hash(path), _valgrind_version(), args, KEY_EQ, COUNTED]
 
     def compute():
         from concurrent.futures import ThreadPoolExecutor
