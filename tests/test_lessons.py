@@ -3,6 +3,8 @@ claims), checked on the MyST sources with :mod:`trgad.pages.lessons`:
 
 * every code cell a reader sees is short and narrow: at most :data:`MAX_LINES` non-blank
   lines of at most :data:`MAX_CHARS` characters (longer lines scroll sideways in the HTML);
+  the width holds on every page of the book (:data:`ALL_PAGES`), Part II and the appendices
+  too, the number of lines on Part I's only;
 * every ``{eval}`name``` in a paragraph names a variable bound at the top level of an
   earlier code cell, and the nearest code cell above the paragraph is a claims cell or one
   that binds it (the value is prepared where the reader meets the sentence);
@@ -14,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trgad.pages import lessons
 
@@ -25,6 +28,8 @@ MAX_CHARS = 90
 
 #: Part I and its introduction: the pages whose cells follow the lesson-and-claims pattern.
 PAGES = ["intro", "phenomenon", "mulchain", "rootcause", "staged", "detect"]
+#: Every page in book/: the width of the cells a reader sees holds on all of them.
+ALL_PAGES = sorted(p.stem for p in BOOK.glob("*.md"))
 
 _EVAL = re.compile(r"\{eval\}`([^`]+)`")
 
@@ -72,6 +77,28 @@ def test_shown_cells_are_short_and_narrow(page):
         if len(lines) > MAX_LINES or wide:
             bad.append(f"line {cell.line}: {len(lines)} lines, {len(wide)} wider than {MAX_CHARS}")
     assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_shown_cells_are_narrow_on_every_page(page):
+    """No line of a cell the reader sees scrolls sideways in the HTML, on any page (Part II's
+    cells may be longer than :data:`MAX_LINES`; hidden claims cells may be wider)."""
+    bad = []
+    for cell in _cells(page):
+        if not cell.shown:
+            continue
+        wide = [len(s) for s in cell.source.splitlines() if len(s) > MAX_CHARS]
+        if wide:
+            bad.append(f"cell at line {cell.line}: {len(wide)} lines wider than {MAX_CHARS} "
+                       f"(up to {max(wide)})")
+    assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+def test_every_page_of_the_toc_is_checked_for_width():
+    toc = yaml.safe_load((BOOK.parent / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    missing = [f for f in files if Path(f).name not in ALL_PAGES]
+    assert not missing, f"pages of _toc.yml not in book/: {missing}"
 
 
 @pytest.mark.parametrize("page", PAGES)
