@@ -22,7 +22,13 @@ def bundle(obj):
     (jnp.asarray(-0.7044986795297), ".10f", "-0.7044986795"),
     (np.int64(1234567), ",", "1,234,567"),
     (7, "", "7"),
-    (np.float32(2.5e-7), ".1e", "2.5e-07"),
+    (np.float32(2.5e-7), ".1e", "2.5 × 10⁻⁷"),
+    (4.2e-11, ".0e", "4 × 10⁻¹¹"),
+    (1.04e23, ".0e", "10²³"),
+    (-1.0e5, ".0e", "-10⁵"),
+    (5.1e8, ".1e", "5.1 × 10⁸"),
+    (2.5, ".1e", "2.5"),
+    (float("inf"), ".0e", "inf"),
 ])
 def test_num_displays_as_the_formatted_text_only(value, fmt, expected):
     data = bundle(show.num(value, fmt))

@@ -20,6 +20,7 @@ Why and how the book uses this: the reproducibility chapter ("Reading a chapter 
 """
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -81,13 +82,32 @@ def num(x, fmt: str = "", unit: str | None = None) -> Text:
 
     ``x``: a Python, NumPy or JAX real scalar (an integer stays an integer, so ``","``
     groups thousands).  ``fmt``: a format spec as in ``f"{x:fmt}"``, e.g. ``".3f"``,
-    ``".1e"``, ``","``; empty gives ``str(x)``.  Raises TypeError for anything else (an
-    array, a bool, a string).  Non-finite values are shown as ``nan``/``inf``; the
+    ``".1e"``, ``","``; empty gives ``str(x)``.  An ``e`` format is shown as a power of ten
+    in a sentence's type, not as code: ``format(4e-11, ".0e")`` gives ``4 × 10⁻¹¹`` and a
+    mantissa of exactly 1 only the power (``10²³``).  Raises TypeError for anything else
+    (an array, a bool, a string).  Non-finite values are shown as ``nan``/``inf``; the
     browser check of the built book flags them on a page.
     """
     value = _scalar(x)
     shown = format(value, fmt)
+    if fmt.endswith(("e", "E")) and math.isfinite(value):
+        shown = _power_of_ten(shown)
     return Text(shown if unit is None else f"{shown} {unit}")
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _power_of_ten(shown):
+    """``"4e-11"`` -> ``"4 × 10⁻¹¹"``, ``"1e+23"`` -> ``"10²³"``, ``"2.5e+00"`` -> ``"2.5"``."""
+    mantissa, exponent = shown.lower().split("e")
+    power = int(exponent)
+    if power == 0:
+        return mantissa
+    ten = "10" + str(power).translate(_SUPERSCRIPT)
+    if mantissa.lstrip("-") == "1":
+        return ("-" if mantissa.startswith("-") else "") + ten
+    return f"{mantissa} × {ten}"
 
 
 def text(s) -> Text:
