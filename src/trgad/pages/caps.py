@@ -124,11 +124,13 @@ ELSEWHERE_COND_DEPTHS = (3, 6, 12) if PREVIEW else (3, 6, 9, 12, 18, 24)
 
 
 def describe():
-    """One line naming the caps in force (pages print it)."""
-    mode = "preview (TRGAD_PREVIEW on)" if PREVIEW else "full"
-    return (f"{mode} build: transform cap {TRANSFORM_CAP_SECONDS:g} s, hang timeout "
-            f"{HANG_TIMEOUT_SECONDS:g} s (tenferro-rs runs: {TENFERRO_HANG_SECONDS:g} s), "
-            f"{REPEATS} repeat(s) after a warm-up")
+    """Three short lines naming the sizes and caps in force (pages print them at the top)."""
+    mode = ("preview sizes (TRGAD_PREVIEW on)" if PREVIEW
+            else "full sizes (TRGAD_PREVIEW=1: smaller)")
+    return (f"{mode}; a sweep stops at a transform over {TRANSFORM_CAP_SECONDS:g} s;\n"
+            f"a run that may not return is killed after {HANG_TIMEOUT_SECONDS:g} s "
+            f"(tenferro-rs: {TENFERRO_HANG_SECONDS:g} s);\n"
+            f"a steady time is the best of {REPEATS} calls after a warm-up")
 
 # ---- fixed points (book/fixed-points.md, trgad.topics.fixedpoint) ---------------------------------
 #: Circumference L of the Ising cylinder whose row transfer matrix (2**L x 2**L, dense) the
