@@ -9,7 +9,10 @@ claims), checked on the MyST sources with :mod:`trgad.pages.lessons`:
   earlier code cell, and the nearest code cell above the paragraph is a claims cell or one
   that binds it (the value is prepared where the reader meets the sentence);
 * every cell hidden in the HTML (``remove-input``) is hidden in JupyterLab too
-  (``jupyter: {source_hidden: true}``), and the other way round.
+  (``jupyter: {source_hidden: true}``), and the other way round, on every page;
+* a claims cell that is not a figure prints nothing, on every page: its output would show
+  in the HTML without the code that made it (read from the source: no call that prints or
+  displays, and no bare expression last, whose value IPython would display).
 """
 import ast
 import re
@@ -119,12 +122,56 @@ def test_inline_values_are_prepared_just_above(page):
     assert not bad, f"{page}.md: " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", ALL_PAGES)
 def test_claims_cells_are_hidden_in_html_and_jupyterlab(page):
     bad = [f"line {c.line}: tags {sorted(c.tags)}, source_hidden {c.source_hidden}"
            for c in _cells(page) if c.kind == "code"
            and ("remove-input" in c.tags) != c.source_hidden]
     assert not bad, f"{page}.md: " + "; ".join(bad)
+
+
+#: Calls whose effect is something shown below the cell.
+SHOWING_CALLS = {"print", "display", "show.table", "show.grid", "plt.show", "plt.figure",
+                 "plt.subplots"}
+
+
+def shows_output(source):
+    """What in a cell's ``source`` prints or displays something, read statically: calls of
+    :data:`SHOWING_CALLS` anywhere in it, and a bare expression as its last top-level
+    statement (IPython displays its value) unless the line ends with ``;``."""
+    tree = ast.parse(source)
+    found = [ast.unparse(n.func) for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and ast.unparse(n.func) in SHOWING_CALLS]
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr) and not source.rstrip().endswith(";"):
+        found.append(f"last expression {ast.unparse(last)[:40]}")
+    return found
+
+
+def _is_figure(page, cell):
+    """Whether the code cell's metadata block holds ``figure:`` (``mystnb: figure:``)."""
+    lines = (BOOK / f"{page}.md").read_text(encoding="utf-8").splitlines()
+    i = cell.line                                          # the line after the fence
+    if i >= len(lines) or lines[i].strip() != "---":
+        return False
+    end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "---")
+    return any(line.strip() == "figure:" for line in lines[i + 1:end])
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_claims_cells_print_nothing(page):
+    """A claims cell's output would show in the HTML without its code: only a figure may."""
+    bad = [f"line {c.line}: {', '.join(found)}" for c in _cells(page)
+           if c.claims and not _is_figure(page, c) and (found := shows_output(c.source))]
+    assert not bad, f"{page}.md: claims cells that show something: " + "; ".join(bad)
+
+
+def test_shows_output_reads_prints_and_last_expressions():
+    assert shows_output("x = 1\nprint(x)\ny = x") == ["print"]
+    assert shows_output("x = 1\nx") == ["last expression x"]
+    assert shows_output("x = 1\nx;") == []
+    assert shows_output("def f():\n    show.table([], {})\nassert x") == ["show.table"]
+    assert shows_output("assert x == 1, 'guard'\nx_s = show.num(x)") == []
 
 
 PAGE = """\
