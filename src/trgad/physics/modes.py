@@ -162,17 +162,19 @@ def _lnz_scanned(beta, ks, ops=None, checkpoint=False):
         k = ks[-1]
         if checkpoint:
             named = named_norm_ops(ops)
-            step = jax.checkpoint(lambda t: trg.trg_step(t, k, named),
-                                  policy=jax.checkpoint_policies.save_only_these_names(NORM_NAME))
+            policy = jax.checkpoint_policies.save_only_these_names(NORM_NAME)
+            step = jax.checkpoint(lambda t: trg.trg_step(t, k, named), policy=policy)
         else:
-            step = lambda t: trg.trg_step(t, k, ops)                    # noqa: E731
+            def step(t):
+                return trg.trg_step(t, k, ops)
 
         def body(carry, w):
             t, acc = carry
             t, ln = step(t)
             return (t, acc + ln * w), None
 
-        weights = jnp.asarray([1.0 / 2**i for i in range(start, len(ks))], dtype=jnp.float64)
+        weights = jnp.asarray([1.0 / 2**i for i in range(start, len(ks))],
+                              dtype=jnp.float64)
         (T, total), _ = jax.lax.scan(body, (T, total + 0.0 * weights[0]), weights)
     n = len(ks)
     total = total + ops.log(trg.torus_trace(T, ops)) * (1.0 / 2**n)
