@@ -194,7 +194,11 @@ fn chain(depth: usize, fanout: usize, x0: f64) -> Res<String> {
 }
 
 /// One staged pass: (lnZ/N, d lnZ/N / d beta).
-fn staged_once(rt: &std::sync::Arc<EagerRuntime>, schedule: &[usize], beta: f64) -> Res<(f64, f64)> {
+fn staged_once(
+    rt: &std::sync::Arc<EagerRuntime>,
+    schedule: &[usize],
+    beta: f64,
+) -> Res<(f64, f64)> {
     let mut eng = CpuEngine::serial();
     let b = rt.variable_from(Tensor::from_vec_col_major(vec![], vec![beta])?)?;
     let t0 = rt.with_eager_session(&mut eng, |s| trg::initial_tensor(s, &b))?;
@@ -205,17 +209,23 @@ fn staged_once(rt: &std::sync::Arc<EagerRuntime>, schedule: &[usize], beta: f64)
     for (i, &k) in schedule.iter().enumerate() {
         let leaf = rt.variable_from(cur.to_tensor(&mut eng)?)?;
         let d = trg::bond(schedule, i);
-        let (next, ln) = rt.with_eager_session(&mut eng, |s| trg::trg_step(s, &leaf, d, k))?;
+        let (next, ln) =
+            rt.with_eager_session(&mut eng, |s| trg::trg_step(s, &leaf, d, k))?;
         lnz += scalar_of(&ln)? * 0.5f64.powi(i as i32);
         cur = next.clone();
         steps.push((leaf, next, ln));
     }
     let n = schedule.len();
     let last = rt.variable_from(cur.to_tensor(&mut eng)?)?;
-    let ln_tr = rt.with_eager_session(&mut eng, |s| trg::ln_torus_trace(s, &last, trg::bond(schedule, n)))?;
+    let d_last = trg::bond(schedule, n);
+    let ln_tr =
+        rt.with_eager_session(&mut eng, |s| trg::ln_torus_trace(s, &last, d_last))?;
     lnz += scalar_of(&ln_tr)? * 0.5f64.powi(n as i32);
     // backward: T_i reaches lnZ through T_{i+1} and through ln||T_i|| / 2^i
-    let seed = |x: f64| EagerTensor::from_tensor_in(Tensor::from_vec_col_major(vec![], vec![x])?, rt.clone());
+    let seed = |x: f64| {
+        let t = Tensor::from_vec_col_major(vec![], vec![x])?;
+        EagerTensor::from_tensor_in(t, rt.clone())
+    };
     let mut ct = rt.vjp(&mut eng, &ln_tr, &last, &seed(0.5f64.powi(n as i32))?)?;
     for (i, (leaf, next, ln)) in steps.iter().enumerate().rev() {
         let a = rt.vjp(&mut eng, next, leaf, &ct)?;
