@@ -35,6 +35,30 @@ def test_num_displays_as_the_formatted_text_only(value, fmt, expected):
     assert data == {"text/plain": expected}          # no quotes, no np.float64(...), no markdown
 
 
+@pytest.mark.parametrize("value, fmt, bound, expected", [
+    (1.07e-11, ".0e", "upper", "2 × 10⁻¹¹"),        # nearest would be 10⁻¹¹: false as "at most"
+    (1.07e-11, ".0e", "lower", "10⁻¹¹"),
+    (5.55e-7, ".0e", "lower", "5 × 10⁻⁷"),           # nearest would be 6 × 10⁻⁷: false as "at least"
+    (4.06e-9, ".0e", "upper", "5 × 10⁻⁹"),
+    (9.6e-5, ".0e", "upper", "10⁻⁴"),
+    (3.0e-6, ".0e", "upper", "3 × 10⁻⁶"),             # exact: unchanged
+    (0.4149, ".2f", "upper", "0.42"),
+    (0.4151, ".2f", "lower", "0.41"),
+    (0.4151, ".0%", "upper", "42%"),
+    (0.4189, ".0%", "lower", "41%"),
+])
+def test_num_bounds_round_outward(value, fmt, bound, expected):
+    shown = str(show.num(value, fmt, bound=bound))
+    assert shown == expected
+
+
+def test_num_bound_refuses_what_it_cannot_round():
+    with pytest.raises(ValueError):
+        show.num(0.5, "g", bound="upper")
+    with pytest.raises(ValueError):
+        show.num(0.5, ".1f", bound="above")
+
+
 def test_num_unit_and_str():
     v = show.num(12.345, ".1f", "ms")
     assert str(v) == repr(v) == "12.3 ms"

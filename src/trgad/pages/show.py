@@ -77,7 +77,7 @@ def _scalar(x):
     raise TypeError(f"num() needs a real scalar, got {type(x).__name__}: {x!r}")
 
 
-def num(x, fmt: str = "", unit: str | None = None) -> Text:
+def num(x, fmt: str = "", unit: str | None = None, bound: str | None = None) -> Text:
     """``x`` formatted with ``format(x, fmt)``, optionally followed by a space and ``unit``.
 
     ``x``: a Python, NumPy or JAX real scalar (an integer stays an integer, so ``","``
@@ -86,13 +86,37 @@ def num(x, fmt: str = "", unit: str | None = None) -> Text:
     in a sentence's type, not as code: ``format(4e-11, ".0e")`` gives ``4 × 10⁻¹¹`` and a
     mantissa of exactly 1 only the power (``10²³``).  Raises TypeError for anything else
     (an array, a bool, a string).  Non-finite values are shown as ``nan``/``inf``; the
-    browser check of the built book flags them on a page.
+    browser check of the built book flags them on a page.  ``bound``: ``"upper"`` or
+    ``"lower"`` rounds outward in the last digit shown, so that "at most" (resp. "at
+    least") before the number stays true (``num(1.07e-11, ".0e", bound="upper")`` is
+    ``2 × 10⁻¹¹``, not ``10⁻¹¹``); only with an ``e``, ``f`` or ``%`` format
+    (ValueError otherwise).
     """
     value = _scalar(x)
     shown = format(value, fmt)
+    if bound is not None and math.isfinite(value):
+        shown = _outward(value, fmt, shown, bound)
     if fmt.endswith(("e", "E")) and math.isfinite(value):
         shown = _power_of_ten(shown)
     return Text(shown if unit is None else f"{shown} {unit}")
+
+
+def _outward(value, fmt, shown, bound):
+    """``shown`` moved one unit of its last digit away from ``value`` where rounding went
+    the wrong way for an upper (lower) bound."""
+    if bound not in ("upper", "lower"):
+        raise ValueError(f"bound={bound!r} is not known: choose 'upper' or 'lower'")
+    kind = fmt[-1:] if fmt else ""
+    if kind not in ("e", "E", "f", "%"):
+        raise ValueError(f"bound needs an 'e', 'f' or '%' format, not {fmt!r}")
+    scale = 100.0 if kind == "%" else 1.0
+    rounded = float(shown.rstrip("%")) / scale
+    if (rounded >= value) if bound == "upper" else (rounded <= value):
+        return shown
+    digits = int(fmt[fmt.index(".") + 1:-1]) if "." in fmt else 6
+    exponent = int(shown.lower().split("e")[1]) if kind in "eE" else 0
+    unit = 10.0 ** (exponent - digits) / scale
+    return format(rounded + unit if bound == "upper" else rounded - unit, fmt)
 
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
