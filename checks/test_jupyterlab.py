@@ -164,8 +164,11 @@ _PROGRESS_JS = r"""
   const code = Array.from(panel.querySelectorAll('.jp-CodeCell'));
   // textContent, not innerText: JupyterLab skips rendering cells outside the viewport
   const prompts = code.map(c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '');
-  return {n: code.length, done: prompts.filter(p => /\[\d+\]/.test(p)).length,
-          busy: prompts.filter(p => p.includes('*')).length};
+  // a claims cell's input is hidden (source_hidden), and with it its prompt: no count shown
+  const status = (document.querySelector('#jp-main-statusbar') || {}).innerText || '';
+  return {n: code.length, hidden: prompts.filter(p => !p.trim()).length,
+          done: prompts.filter(p => /\[\d+\]/.test(p)).length,
+          busy: prompts.filter(p => p.includes('*')).length, idle: /\|\s*Idle/.test(status)};
 }
 """
 
@@ -203,10 +206,15 @@ def _run_all_and_wait(page):
     page.get_by_text("Run", exact=True).click()
     page.locator("li[data-command='runmenu:run-all']").click()
     deadline = time.monotonic() + RUN_TIMEOUT
-    state = None
+    state, idle_polls = None, 0
     while time.monotonic() < deadline:
         state = page.evaluate(_PROGRESS_JS)
-        if state and state["n"] and state["done"] == state["n"] and not state["busy"]:
+        # every shown cell has its count and the kernel has stayed idle for two polls: the
+        # hidden claims cells, which show no count, have run too
+        finished = (state and state["n"] and state["done"] == state["n"] - state["hidden"]
+                    and not state["busy"] and state["idle"])
+        idle_polls = idle_polls + 1 if finished else 0
+        if idle_polls >= 2:
             return state
         time.sleep(2)
     pytest.fail(f"Run All did not finish within {RUN_TIMEOUT} s (code cells done/total: {state})",
