@@ -6,7 +6,7 @@ import pytest
 
 from trgad import InputError, bench
 from trgad.runtime import compiled, timing
-from trgad.physics import modes, staged, trg
+from trgad.physics import modes, staged, stepcost, trg
 from trgad.harness import rows, tenferro
 from trgad.physics import exact
 
@@ -58,6 +58,16 @@ def test_the_floor_is_one_full_size_step_and_its_pullback(small):
     assert f["floor"] == f["vjp_seconds"] / f["step_seconds"]
     for name in ("whole", "staged"):
         assert small[f"{name}_over_floor"] == small[f"{name}_over_primal"] / f["floor"]
+    # the arithmetic floor: steps whose input D and kept k are the largest k (D is 2 first)
+    assert stepcost.full_size_steps((2, 4, 4, 4)) == 2 and stepcost.full_size_steps((2, 4, 4, 16, 16)) == 1
+    assert f["matmul_seconds"] == pytest.approx(2 * 512 ** 3 / f["matmul_flops_per_second"], rel=1e-12)
+    n = stepcost.full_size_steps(tuple(small["schedule"]))
+    pull = n * (f["vjp_flops"] - f["step_flops"]) / f["matmul_flops_per_second"]
+    primal = small["methods"]["primal"]["steady_seconds"]
+    assert small["arithmetic_floor"] == pytest.approx(1 + pull / primal, rel=1e-12)
+    for key in ("whole_over_primal", "staged_over_primal"):
+        t = small["targets"][key]
+        assert t["reachable"] == (t["bound"] >= small["arithmetic_floor"])
 
 
 @pytest.mark.slow

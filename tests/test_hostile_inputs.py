@@ -352,13 +352,14 @@ def test_under_jit_a_non_finite_matrix_gives_nan_and_never_hangs(tmp_path, monke
         def jitted(which):
             M = np.random.default_rng(0).normal(size=(4, 4))
             M[0, 0] = math.inf
-            f = svd.truncated_svd if which == "svd" else svd.balanced_split
+            f = {"svd": svd.truncated_svd, "split": svd.balanced_split,
+                 "reverse": svd.balanced_split_reverse}[which]
             out = jax.jit(lambda m: f(m, 2))(M)
             g = jax.jit(jax.grad(lambda m: sum(x.sum() for x in f(m, 2))))(M)
             return [bool(np.all(np.isnan(np.asarray(x)))) for x in (*out, g)]
         """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    for which, n_out in (("svd", 3), ("split", 2)):
+    for which, n_out in (("svd", 3), ("split", 2), ("reverse", 2)):
         res = timing.run_with_timeout("svd_inf:jitted", args=[which], timeout=120)
         assert res.returned, res.message
         assert res.value == [True] * (n_out + 1)

@@ -25,6 +25,11 @@ from ..runtime.validate import check_beta, check_repeats, check_schedule
 from . import ising, trg
 
 
+#: Side of the square float64 matrices whose product gives the machine's arithmetic rate:
+#: large enough that the call's overhead is negligible (1 ms and more per product).
+MATMUL_SIZE = 512
+
+
 def _full_size_tensor(beta, ks):
     """T at the first step of ``ks`` whose input has the schedule's largest bond dimension."""
     T = ising.initial_tensor(beta, trg.JAX)
@@ -46,9 +51,11 @@ def step_costs(beta, schedule, repeats=5):
 def step_costs_unchecked(beta, ks, repeats=5):
     """One full-size step's costs at ``beta`` for the checked schedule ``ks`` (a tuple whose
     largest k some step's input has): a dict with ``D``, ``k``, ``step_seconds``,
-    ``svd_seconds``, ``vjp_seconds`` (each the fastest of ``repeats`` calls, timed in turns
-    after a warm-up round), ``floor`` (vjp over step), ``step_flops`` and ``vjp_flops`` (XLA's count,
-    the SVDs left out)."""
+    ``svd_seconds``, ``vjp_seconds``, ``matmul_seconds`` (one product of two
+    :data:`MATMUL_SIZE` square matrices; each the fastest of ``repeats`` calls, timed in
+    turns after a warm-up round), ``floor`` (vjp over step), ``step_flops`` and
+    ``vjp_flops`` (XLA's count, the SVDs left out) and ``matmul_flops_per_second`` (the
+    product's 2 n^3 over ``matmul_seconds``)."""
     T = _full_size_tensor(beta, ks)
     D = k = T.shape[0]
     step = lambda t: trg.trg_step(t, k, trg.JAX_REVERSE)             # noqa: E731
@@ -63,14 +70,36 @@ def step_costs_unchecked(beta, ks, repeats=5):
                                full_matrices=False))
 
     out, exes = {"D": int(D), "k": int(k)}, {}
-    for name, fn in (("step", step), ("svd", svds), ("vjp", vjp)):
-        exes[name] = compiled.jit(fn).lower(T).compile()
-        if name != "svd":
-            out[f"{name}_flops"] = float((exes[name].cost_analysis() or {}).get("flops", float("nan")))
+    M = jnp.full((MATMUL_SIZE, MATMUL_SIZE), 0.5)
+    for name, fn, arg in (("step", step, T), ("svd", svds, T), ("vjp", vjp, T),
+                          ("matmul", lambda m: m @ m, M)):
+        exes[name] = (compiled.jit(fn).lower(arg).compile(), arg)
+        if name in ("step", "vjp"):
+            out[f"{name}_flops"] = float((exes[name][0].cost_analysis() or {}).get("flops", float("nan")))
     best = {name: float("inf") for name in exes}
     for _ in range(repeats + 1):         # in turns, the first round a warm-up: fair ratios
-        for name, exe in exes.items():
-            best[name] = min(best[name], time_call_unchecked(lambda: exe(T), warmup=0, repeats=1).min)
+        for name, (exe, arg) in exes.items():
+            best[name] = min(best[name], time_call_unchecked(lambda: exe(arg), warmup=0, repeats=1).min)
     out.update({f"{name}_seconds": t for name, t in best.items()})
     out["floor"] = out["vjp_seconds"] / out["step_seconds"]
+    out["matmul_flops_per_second"] = 2.0 * MATMUL_SIZE ** 3 / out["matmul_seconds"]
     return out
+
+
+def full_size_steps(schedule):
+    """How many steps of ``schedule`` (a checked tuple) have input bond dimension D and kept k
+    both equal to its largest k: the steps :func:`step_costs` stands for (16 of 20 at chi 16)."""
+    dims = (2,) + tuple(schedule[:-1])
+    return sum(1 for d, k in zip(dims, schedule) if d == k == max(schedule))
+
+
+def arithmetic_floor(costs, schedule, primal_seconds):
+    """The lowest steady ratio to the primal pass that reverse mode's counted arithmetic
+    allows: 1 + n (vjp_flops - step_flops) / (rate x primal_seconds), with ``costs`` from
+    :func:`step_costs`, n = :func:`full_size_steps` of ``schedule``, and rate its
+    ``matmul_flops_per_second`` (one large product compiled the same way: the fastest
+    arithmetic measured here).  Every pullback of a full-size step adds at least its XLA
+    flop count at that rate; the smaller steps and all else add more, so a target below
+    this cannot be met on this machine with these programs."""
+    extra = full_size_steps(schedule) * (costs["vjp_flops"] - costs["step_flops"])
+    return 1.0 + extra / (costs["matmul_flops_per_second"] * primal_seconds)

@@ -94,15 +94,25 @@ def check_truncation(s, k, what=None):
     return check_multiplet(s, k, what)
 
 
-def _svd_parts_impl(M, k):
-    """Kept (U, s, Vh) and discarded (U_d, s_d, Vh_d) triplets from one full SVD of M.
+def _full_svd(M):
+    """The thin SVD (U, s, Vh) of M and whether M is finite; s is all NaN when it is not.
 
     LAPACK is never handed a non-finite matrix (it may not return): if any entry of M is inf
-    or nan, the SVD is taken of zeros and every output is NaN.  Concrete input never gets
-    here (:func:`_checked` refuses it); this is what a traced M (under ``jax.jit``) gives."""
-    finite = jnp.all(jnp.isfinite(M))
+    or nan, the SVD is taken of zeros.  The test sums M * 0, which is 0 for a finite matrix
+    and NaN otherwise and never overflows: a float reduction, far cheaper than one over
+    booleans (``jnp.all(jnp.isfinite(M))``) in trgad's unoptimised programs
+    (:mod:`trgad.runtime.compiled`).  Concrete input never gets here (:func:`_checked`
+    refuses it); this is what a traced M gives."""
+    finite = jnp.isfinite(jnp.sum(M * 0.0))
     U, s, Vh = jnp.linalg.svd(jnp.where(finite, M, 0.0), full_matrices=False)
-    U, s, Vh = (jnp.where(finite, x, jnp.nan) for x in (U, s, Vh))
+    return U, jnp.where(finite, s, jnp.nan), Vh, finite
+
+
+def _svd_parts_impl(M, k):
+    """Kept (U, s, Vh) and discarded (U_d, s_d, Vh_d) triplets from one full SVD of M; every
+    output is NaN if an entry of M is not finite (:func:`_full_svd`)."""
+    U, s, Vh, finite = _full_svd(M)
+    U, Vh = (jnp.where(finite, x, jnp.nan) for x in (U, Vh))
     return U[:, :k], s[:k], Vh[:k, :], U[:, k:], s[k:], Vh[k:, :]
 
 
@@ -176,10 +186,12 @@ def truncated_svd(M, k):
 
 def _split_parts_impl(M, k):
     """The halves X = U sqrt(S), Y = sqrt(S) Vh, then s and the discarded triplets (the
-    solves' eigenbases, zero tangents, as for :func:`truncated_svd`)."""
-    U, s, Vh, *discarded = _svd_parts_impl(M, k)
-    r = jnp.sqrt(s)
-    return (U * r[None, :], r[:, None] * Vh, s, *discarded)
+    solves' eigenbases, zero tangents, as for :func:`truncated_svd`).  A non-finite M makes
+    s NaN (:func:`_full_svd`), hence both halves and every derivative: the singular vectors
+    need no mask of their own."""
+    U, s, Vh, _ = _full_svd(M)
+    r = jnp.sqrt(s[:k])
+    return (U[:, :k] * r[None, :], r[:, None] * Vh[:k, :], s[:k], U[:, k:], s[k:], Vh[k:, :])
 
 
 _split_parts = jax.custom_jvp(_split_parts_impl, nondiff_argnums=(1,))
@@ -228,14 +240,15 @@ _split_reverse = jax.custom_vjp(_split_reverse_impl, nondiff_argnums=(1,))
 
 
 def _split_reverse_fwd(M, k):
-    U, s, Vh, *discarded = _svd_parts_impl(M, k)
-    r = jnp.sqrt(s)
-    return (U * r[None, :], r[:, None] * Vh), (U, s, Vh, tuple(discarded))
+    U, s, Vh, _ = _full_svd(M)
+    r = jnp.sqrt(s[:k])
+    return (U[:, :k] * r[None, :], r[:, None] * Vh[:k, :]), (U, s, Vh)
 
 
 def _split_reverse_bwd(k, residuals, cotangents):
-    U, s, Vh, discarded = _first_order_only(residuals)
-    return (split_pullback(jnp, U, s, Vh, discarded, *cotangents),)
+    U, s, Vh = _first_order_only(residuals)
+    discarded = (U[:, k:], s[k:], Vh[k:, :])
+    return (split_pullback(jnp, U[:, :k], s[:k], Vh[:k, :], discarded, *cotangents),)
 
 
 _split_reverse.defvjp(_split_reverse_fwd, _split_reverse_bwd)

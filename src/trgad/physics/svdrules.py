@@ -314,22 +314,36 @@ def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
     c = s[0]
     st, wt = s / c, s_d / c
     rt = xp.sqrt(st)
-    V, V_d = Vh.T, Vh_d.T
+    V = Vh.T
     g = _inverse_or_zero(xp, st[:, None] + st[None, :]) * rt[None, :] / rt[:, None]
     q = 1.0 / (rt[:, None] * rt[None, :])
     A = rt[:, None] * (U.T @ X_bar)             # S^1/2 U^T X_bar
     B = (Y_bar @ V) * rt[None, :]               # Y_bar V S^1/2
     C = (A - B) * g + B * q
-    shifts = st ** 2
     s32 = st * rt
-    U_dw = U_d * wt[None, :]                     # M_perp / c = U_dw Vh_d
-    M_bar = U @ C @ Vh
-    # the kept-discarded parts; Z_X is 0 where k = m (U is square: (1 - U U^T) = 0), Z_Y
-    # where k = n, and then they are not computed
-    if U.shape[0] != U.shape[1]:
-        Z_X = _resolvent_eig(xp, shifts, X_bar - U @ (U.T @ X_bar), U_d, wt)
-        M_bar = M_bar + (Z_X * s32[None, :]) @ Vh + (U * rt[None, :]) @ ((Z_X.T @ U_dw) @ Vh_d)
-    if Vh.shape[0] != Vh.shape[1]:
-        Z_Y = _resolvent_eig(xp, shifts, Y_bar.T - V @ (Vh @ Y_bar.T), V_d, wt)
-        M_bar = M_bar + (U * s32[None, :]) @ Z_Y.T + (U_dw @ (Vh_d @ Z_Y)) @ (rt[:, None] * Vh)
+    # M_bar = U @ left + right @ Vh.  The kept-discarded terms enter through G = U_d^T R_X
+    # and V_d^T R_Y only: Z = R inv + W ((full - inv) o G) (the resolvent in the discarded
+    # basis, full_ji = 1/(s_i^2 - w_j^2)), and U_d^T U_d = Vh_d V_d = 1 turns Z_X^T M_perp
+    # and Vh_d Z_Y into (full o G) scaled by w: four thin products with the discarded
+    # vectors instead of eight.  Z_X is 0 where k = m (U is square), Z_Y where k = n.
+    inv = _inverse_or_zero(xp, st ** 2)
+    full = _inverse_or_zero(xp, (st ** 2)[None, :] - (wt ** 2)[:, None])    # (r - k, k)
+    thin_U, thin_V = U.shape[0] != U.shape[1], Vh.shape[0] != Vh.shape[1]
+    left, right, mid_left, mid_right = C @ Vh, 0.0, 0.0, 0.0
+    if thin_U:
+        R_X = X_bar - U @ (U.T @ X_bar)
+        G_X = U_d.T @ R_X
+        right = R_X * (inv * s32)[None, :]
+        mid_right = (full - inv[None, :]) * G_X * s32[None, :]
+        mid_left = rt[:, None] * (full * G_X).T * wt[None, :]
+    if thin_V:
+        R_Y = Y_bar.T - V @ (Vh @ Y_bar.T)
+        G_Y = Vh_d @ R_Y
+        left = left + (inv * s32)[:, None] * R_Y.T
+        mid_left = mid_left + s32[:, None] * ((full - inv[None, :]) * G_Y).T
+        mid_right = mid_right + wt[:, None] * (full * G_Y) * rt[None, :]
+    if not (thin_U or thin_V):
+        return U @ left / xp.sqrt(c)
+    left, right = left + mid_left @ Vh_d, right + U_d @ mid_right
+    M_bar = U @ left + right @ Vh
     return M_bar / xp.sqrt(c)
