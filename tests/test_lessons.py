@@ -10,6 +10,8 @@ claims), checked on the MyST sources with :mod:`trgad.pages.lessons`:
   that binds it (the value is prepared where the reader meets the sentence);
 * every cell hidden in the HTML (``remove-input``) is hidden in JupyterLab too
   (``jupyter: {source_hidden: true}``), and the other way round, on every page;
+* a cell the reader can open (shown, or folded behind a toggle) reads no name that only a
+  hidden claims cell binds, on every page: its code runs as the reader sees it;
 * a claims cell that is not a figure prints nothing, on every page: its output would show
   in the HTML without the code that made it (read from the source: no call that prints or
   displays, and no bare expression last, whose value IPython would display).
@@ -229,3 +231,39 @@ def test_page_path_finds_the_book_from_elsewhere(tmp_path, monkeypatch):
     assert lessons.page_path("phenomenon.md") == BOOK / "phenomenon.md"
     with pytest.raises(FileNotFoundError, match="no-such-page.md"):
         lessons.page_path("no-such-page.md")
+
+
+def _local_names(source):
+    """Every name a cell binds anywhere: stores, function and lambda arguments, defs,
+    imports (a name it binds itself is not one it takes from an earlier cell)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_cells_a_reader_can_open_use_no_name_only_a_claims_cell_binds(page):
+    """A shown or folded (hide-input) cell's code is there to be read and run: every name it
+    reads from earlier cells is bound by an earlier cell the reader can see too, never only by
+    a hidden claims cell (whose code the reader does not get)."""
+    shown_bound, claims_bound, bad = set(), set(), []
+    for c in _cells(page):
+        if c.kind != "code":
+            continue
+        if c.claims:
+            claims_bound |= bound_names(c.source)
+            continue
+        read = {n.id for n in ast.walk(ast.parse(c.source))
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        hidden = (read - _local_names(c.source) - shown_bound) & claims_bound
+        bad += [f"{name} (line {c.line})" for name in sorted(hidden)]
+        shown_bound |= bound_names(c.source)
+    assert not bad, f"{page}.md: names only a claims cell binds: " + "; ".join(bad)
