@@ -59,9 +59,11 @@ def test_the_floor_is_one_full_size_step_and_its_pullback(small):
     for name in ("whole", "staged"):
         assert small[f"{name}_over_floor"] == small[f"{name}_over_primal"] / f["floor"]
     # the arithmetic floor: steps whose input D and kept k are the largest k (D is 2 first)
-    assert stepcost.full_size_steps((2, 4, 4, 4)) == 2 and stepcost.full_size_steps((2, 4, 4, 16, 16)) == 1
+    counts = [stepcost.steps_of_measured_shape(ks)
+              for ks in ((2, 4, 4, 4), (2, 4, 4, 16, 16), (2, 4, 4, 16))]
+    assert counts == [2, 1, 0]          # the last: D = 4 where k grows to 16, not measured
     assert f["matmul_seconds"] == pytest.approx(2 * 512 ** 3 / f["matmul_flops_per_second"], rel=1e-12)
-    n = stepcost.full_size_steps(tuple(small["schedule"]))
+    n = stepcost.steps_of_measured_shape(tuple(small["schedule"]))
     pull = n * (f["vjp_flops"] - f["step_flops"]) / f["matmul_flops_per_second"]
     primal = small["methods"]["primal"]["steady_seconds"]
     assert small["arithmetic_floor"] == pytest.approx(1 + pull / primal, rel=1e-12)

@@ -86,9 +86,11 @@ def step_costs_unchecked(beta, ks, repeats=5):
     return out
 
 
-def full_size_steps(schedule):
+def steps_of_measured_shape(schedule):
     """How many steps of ``schedule`` (a checked tuple) have input bond dimension D and kept k
-    both equal to its largest k: the steps :func:`step_costs` stands for (16 of 20 at chi 16)."""
+    both equal to its largest k: the shape :func:`step_costs` measures (16 of 20 steps at
+    chi 16).  Unlike :func:`trgad.physics.staged.full_size_steps` (the steps whose input D
+    is the largest) it leaves out a last step that grows k."""
     dims = (2,) + tuple(schedule[:-1])
     return sum(1 for d, k in zip(dims, schedule) if d == k == max(schedule))
 
@@ -96,10 +98,10 @@ def full_size_steps(schedule):
 def arithmetic_floor(costs, schedule, primal_seconds):
     """The lowest steady ratio to the primal pass that reverse mode's counted arithmetic
     allows: 1 + n (vjp_flops - step_flops) / (rate x primal_seconds), with ``costs`` from
-    :func:`step_costs`, n = :func:`full_size_steps` of ``schedule``, and rate its
+    :func:`step_costs`, n = :func:`steps_of_measured_shape` of ``schedule``, and rate its
     ``matmul_flops_per_second`` (one large product compiled the same way: the fastest
     arithmetic measured here).  Every pullback of a full-size step adds at least its XLA
     flop count at that rate; the smaller steps and all else add more, so a target below
     this cannot be met on this machine with these programs."""
-    extra = full_size_steps(schedule) * (costs["vjp_flops"] - costs["step_flops"])
+    extra = steps_of_measured_shape(schedule) * (costs["vjp_flops"] - costs["step_flops"])
     return 1.0 + extra / (costs["matmul_flops_per_second"] * primal_seconds)
