@@ -67,9 +67,6 @@ def test_the_floor_is_one_full_size_step_and_its_pullback(small):
     pull = n * (f["vjp_flops"] - f["step_flops"]) / f["matmul_flops_per_second"]
     primal = small["methods"]["primal"]["steady_seconds"]
     assert small["arithmetic_floor"] == pytest.approx(1 + pull / primal, rel=1e-12)
-    for key in ("whole_over_primal", "staged_over_primal"):
-        t = small["targets"][key]
-        assert t["reachable"] == (t["bound"] >= small["arithmetic_floor"])
 
 
 @pytest.mark.slow

@@ -96,12 +96,13 @@ def steps_of_measured_shape(schedule):
 
 
 def arithmetic_floor(costs, schedule, primal_seconds):
-    """The lowest steady ratio to the primal pass that reverse mode's counted arithmetic
-    allows: 1 + n (vjp_flops - step_flops) / (rate x primal_seconds), with ``costs`` from
+    """The steady ratio to the primal pass that reverse mode's counted arithmetic alone would
+    give: 1 + n (vjp_flops - step_flops) / (rate x primal_seconds), with ``costs`` from
     :func:`step_costs`, n = :func:`steps_of_measured_shape` of ``schedule``, and rate its
-    ``matmul_flops_per_second`` (one large product compiled the same way: the fastest
-    arithmetic measured here).  Every pullback of a full-size step adds at least its XLA
-    flop count at that rate; the smaller steps and all else add more, so a target below
-    this cannot be met on this machine with these programs."""
+    ``matmul_flops_per_second`` (one large product, a library kernel).  An estimate, not a
+    bound: it takes three measurements made at different moments, the pullback's flops as
+    the difference of two programs' counts, no pullback kernel faster than that product,
+    and each reverse row's forward part as costly as the primal pass.  Why: it says how much
+    of a row's excess over the primal is arithmetic at all."""
     extra = steps_of_measured_shape(schedule) * (costs["vjp_flops"] - costs["step_flops"])
     return 1.0 + extra / (costs["matmul_flops_per_second"] * primal_seconds)

@@ -99,10 +99,13 @@ def _full_svd(M):
 
     LAPACK is never handed a non-finite matrix (it may not return): if any entry of M is inf
     or nan, the SVD is taken of zeros.  The test sums M * 0, which is 0 for a finite matrix
-    and NaN otherwise and never overflows: a float reduction, far cheaper than one over
-    booleans (``jnp.all(jnp.isfinite(M))``) in trgad's unoptimised programs
-    (:mod:`trgad.runtime.compiled`).  Concrete input never gets here (:func:`_checked`
-    refuses it); this is what a traced M gives."""
+    and NaN otherwise and never overflows.  Why not ``jnp.all(jnp.isfinite(M))``: with JAX
+    0.12 on CPU the float multiply-and-sum goes to a library kernel (YNNPACK), the boolean
+    reduction to a loop LLVM compiles, unoptimised in trgad's programs
+    (:mod:`trgad.runtime.compiled`), several times slower.  It relies on IEEE arithmetic:
+    XLA's fast math (``--xla_cpu_enable_fast_math=true`` in ``XLA_FLAGS``, off by default)
+    folds it away.  Concrete input never gets here (:func:`_checked` refuses it); this is
+    what a traced M gives."""
     finite = jnp.isfinite(jnp.sum(M * 0.0))
     U, s, Vh = jnp.linalg.svd(jnp.where(finite, M, 0.0), full_matrices=False)
     return U, jnp.where(finite, s, jnp.nan), Vh, finite

@@ -39,8 +39,8 @@ _CACHES = {}
 #:
 #: They are passed through JAX's ``compiler_options`` (:func:`jit`), which checks each name
 #: against the XLA in use and raises for an unknown one, never through ``XLA_FLAGS``, where
-#: an option this XLA no longer has aborts the whole process (XLA 0.12 removed the fusion
-#: emitters' switch).  :func:`options` gives the ones in force: those the running XLA knows
+#: an option this XLA no longer has aborts the whole process (the XLA of jaxlib 0.12 removed
+#: the fusion emitters' switch).  :func:`options` gives the ones in force: those the running XLA knows
 #: (checked once per process), less those the user names in ``XLA_FLAGS``, whose values XLA
 #: reads from there.  Eager operations and your own ``jax.jit`` programs keep XLA's defaults.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
