@@ -9,7 +9,10 @@ first, smaller steps change it little; the checkpointed scan runs each step forw
 and forward mode runs no pullback, so theirs differ).  The step's own figures say where
 the time goes: ``svd_seconds`` (its two LAPACK SVDs alone) and XLA's count of the
 arithmetic (``cost_analysis()["flops"]``, in which the SVDs' custom calls, marked unknown,
-add nothing): ``step_flops`` forward, ``vjp_flops`` forward and pullback.  Programs
+add nothing): ``step_flops`` forward, ``vjp_flops`` forward and pullback.
+:func:`arithmetic_floor` prices the pullbacks' counted flops at the rate of one large matrix
+product (``matmul_flops_per_second``): how much of a row's excess over the primal is
+arithmetic at all.  Programs
 compiled by :func:`trgad.runtime.compiled.jit`; the step is
 :func:`trgad.physics.trg.trg_step` through :data:`trgad.physics.trg.JAX_REVERSE`, the
 staged pass's and the whole graph's first-order back end.
