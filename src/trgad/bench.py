@@ -265,7 +265,8 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             primal = rows["primal"]["first_seconds"]
             out["second_order_fastest_first_over_primal_first"] = min(firsts) / primal
             out["second_order_slowest_first_over_primal_first"] = max(firsts) / primal
-    out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b} for k, b in TARGETS.items() if k in out}
+    out["targets"] = {k: {"value": out[k], "bound": b, "met": out[k] <= b}
+                      for k, b in TARGETS.items() if k in out}
     out["all_targets_met"] = all(t["met"] for t in out["targets"].values())
     if engine:
         out.update(_engine_rows(beta, schedule, repeats=repeats, chi=chi))

@@ -116,7 +116,18 @@ def _svd_parts_impl(M, k):
     output is NaN if an entry of M is not finite (:func:`_full_svd`)."""
     U, s, Vh, finite = _full_svd(M)
     U, Vh = (jnp.where(finite, x, jnp.nan) for x in (U, Vh))
+    return _kept_and_discarded(U, s, Vh, k)
+
+
+def _kept_and_discarded(U, s, Vh, k):
+    """(U_k, s_k, Vh_k, U_d, s_d, Vh_d): an SVD's k kept triplets, then the rest."""
     return U[:, :k], s[:k], Vh[:k, :], U[:, k:], s[k:], Vh[k:, :]
+
+
+def _halves(U, s, Vh, k):
+    """X = U_k sqrt(S_k) and Y = sqrt(S_k) Vh_k, the balanced split of the k kept triplets."""
+    r = jnp.sqrt(s[:k])
+    return U[:, :k] * r[None, :], r[:, None] * Vh[:k, :]
 
 
 # A custom_jvp whose rule calls the function itself (so every order of derivative uses the
@@ -193,8 +204,8 @@ def _split_parts_impl(M, k):
     s NaN (:func:`_full_svd`), hence both halves and every derivative: the singular vectors
     need no mask of their own."""
     U, s, Vh, _ = _full_svd(M)
-    r = jnp.sqrt(s[:k])
-    return (U[:, :k] * r[None, :], r[:, None] * Vh[:k, :], s[:k], U[:, k:], s[k:], Vh[k:, :])
+    _, s_k, _, *discarded = _kept_and_discarded(U, s, Vh, k)
+    return (*_halves(U, s, Vh, k), s_k, *discarded)
 
 
 _split_parts = jax.custom_jvp(_split_parts_impl, nondiff_argnums=(1,))
@@ -244,14 +255,12 @@ _split_reverse = jax.custom_vjp(_split_reverse_impl, nondiff_argnums=(1,))
 
 def _split_reverse_fwd(M, k):
     U, s, Vh, _ = _full_svd(M)
-    r = jnp.sqrt(s[:k])
-    return (U[:, :k] * r[None, :], r[:, None] * Vh[:k, :]), (U, s, Vh)
+    return _halves(U, s, Vh, k), (U, s, Vh)
 
 
 def _split_reverse_bwd(k, residuals, cotangents):
-    U, s, Vh = _first_order_only(residuals)
-    discarded = (U[:, k:], s[k:], Vh[k:, :])
-    return (split_pullback(jnp, U[:, :k], s[:k], Vh[:k, :], discarded, *cotangents),)
+    U_k, s_k, Vh_k, *discarded = _kept_and_discarded(*_first_order_only(residuals), k)
+    return (split_pullback(jnp, U_k, s_k, Vh_k, discarded, *cotangents),)
 
 
 _split_reverse.defvjp(_split_reverse_fwd, _split_reverse_bwd)
