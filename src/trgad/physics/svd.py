@@ -259,8 +259,7 @@ def _split_reverse_fwd(M, k):
 
 
 def _split_reverse_bwd(k, residuals, cotangents):
-    U_k, s_k, Vh_k, *discarded = _kept_and_discarded(*_first_order_only(residuals), k)
-    return (split_pullback(jnp, U_k, s_k, Vh_k, discarded, *cotangents),)
+    return (split_pullback(jnp, *_first_order_only(residuals), k, *cotangents),)
 
 
 _split_reverse.defvjp(_split_reverse_fwd, _split_reverse_bwd)

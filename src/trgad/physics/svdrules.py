@@ -282,16 +282,17 @@ def split_tangent(xp, M, X, Y, s, dM, discarded):
         dY = dY + right(perp_right(R)).T
     return dX / rc, dY / rc
 
-def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
+def split_pullback(xp, U_full, s_full, Vh_full, k, X_bar, Y_bar):
     """Cotangent of M for the balanced split X = U sqrt(S), Y = sqrt(S) V^T: the transpose
     of :func:`split_tangent` at the SVD point, written out in the singular basis.
 
     Parameters
     ----------
     xp : module, ``numpy`` or ``jax.numpy``.
-    U (m, k), s (k,), Vh (k, n) : the kept singular triplets (s descending, s[0] > 0).
-    discarded : (U_d (m, r-k), s_d (r-k,), Vh_d (r-k, n)), the other triplets of the same
-        SVD (r = min(m, n)); M_perp = U_d diag(s_d) Vh_d.
+    U_full (m, r), s_full (r,), Vh_full (r, n) : the thin SVD of M (r = min(m, n), s
+        descending, s[0] > 0).  The first k triplets are the kept U, s, Vh; the other r - k
+        are the discarded U_d, s_d, Vh_d, and M_perp = U_d diag(s_d) Vh_d.
+    k : int in [1, r], the number kept.
     X_bar (m, k), Y_bar (k, n) : cotangents of the two halves.
 
     Returns
@@ -310,7 +311,7 @@ def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
     k = n (exactly, while the kept values are nonzero): those terms are then not computed.
     Computed in units of s[0], so it holds over the float64 range.
     """
-    U_d, s_d, Vh_d = discarded
+    U, s, Vh, s_d = U_full[:, :k], s_full[:k], Vh_full[:k, :], s_full[k:]
     c = s[0]
     st, wt = s / c, s_d / c
     rt = xp.sqrt(st)
@@ -326,24 +327,28 @@ def split_pullback(xp, U, s, Vh, discarded, X_bar, Y_bar):
     # basis, full_ji = 1/(s_i^2 - w_j^2)), and U_d^T U_d = Vh_d V_d = 1 turns Z_X^T M_perp
     # and Vh_d Z_Y into (full o G) scaled by w: four thin products with the discarded
     # vectors instead of eight.  Z_X is 0 where k = m (U is square), Z_Y where k = n.
+    # The products take the whole U_full and Vh_full, the small factor padded with k zero
+    # rows (or columns), so no (m, r - k) slice of the singular vectors is ever copied.
     inv = _inverse_or_zero(xp, st ** 2)
     full = _inverse_or_zero(xp, (st ** 2)[None, :] - (wt ** 2)[:, None])    # (r - k, k)
     thin_U, thin_V = U.shape[0] != U.shape[1], Vh.shape[0] != Vh.shape[1]
     left, right, mid_left, mid_right = C @ Vh, 0.0, 0.0, 0.0
     if thin_U:
         R_X = X_bar - U @ (U.T @ X_bar)
-        G_X = U_d.T @ R_X
+        G_X = (R_X.T @ U_full)[:, k:].T                     # U_d^T R_X, (r - k, k)
         right = R_X * (inv * s32)[None, :]
         mid_right = (full - inv[None, :]) * G_X * s32[None, :]
         mid_left = rt[:, None] * (full * G_X).T * wt[None, :]
     if thin_V:
         R_Y = Y_bar.T - V @ (Vh @ Y_bar.T)
-        G_Y = Vh_d @ R_Y
+        G_Y = (Vh_full @ R_Y)[k:]                           # Vh_d R_Y, (r - k, k)
         left = left + (inv * s32)[:, None] * R_Y.T
         mid_left = mid_left + s32[:, None] * ((full - inv[None, :]) * G_Y).T
         mid_right = mid_right + wt[:, None] * (full * G_Y) * rt[None, :]
     if not (thin_U or thin_V):
         return U @ left / xp.sqrt(c)
-    left, right = left + mid_left @ Vh_d, right + U_d @ mid_right
+    zeros = xp.zeros((k, k), dtype=X_bar.dtype)
+    left = left + xp.concatenate([zeros, mid_left], axis=1) @ Vh_full       # + mid_left Vh_d
+    right = right + U_full @ xp.concatenate([zeros, mid_right], axis=0)     # + U_d mid_right
     M_bar = U @ left + right @ Vh
     return M_bar / xp.sqrt(c)
