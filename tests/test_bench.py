@@ -1,6 +1,7 @@
 """The benchmark (trgad.bench): five rows with the figures the README reads, the values
 they time, growth with steps, tenferro-rs's rows beside JAX's, and the command line."""
 import json
+import math
 
 import pytest
 
@@ -58,15 +59,12 @@ def test_the_floor_is_one_full_size_step_and_its_pullback(small):
     assert f["floor"] == f["vjp_seconds"] / f["step_seconds"]
     for name in ("whole", "staged"):
         assert small[f"{name}_over_floor"] == small[f"{name}_over_primal"] / f["floor"]
-    # the arithmetic floor: steps whose input D and kept k are the largest k (D is 2 first)
+    # the steps of the measured shape: input D and kept k the largest k (D is 2 first)
     counts = [stepcost.steps_of_measured_shape(ks)
               for ks in ((2, 4, 4, 4), (2, 4, 4, 16, 16), (2, 4, 4, 16))]
     assert counts == [2, 1, 0]          # the last: D = 4 where k grows to 16, not measured
-    assert f["matmul_seconds"] == pytest.approx(2 * 512 ** 3 / f["matmul_flops_per_second"], rel=1e-12)
-    n = stepcost.steps_of_measured_shape(tuple(small["schedule"]))
-    pull = n * (f["vjp_flops"] - f["step_flops"]) / f["matmul_flops_per_second"]
-    primal = small["methods"]["primal"]["steady_seconds"]
-    assert small["arithmetic_floor"] == pytest.approx(1 + pull / primal, rel=1e-12)
+    for name in ("pullback", "contraction_pullback", "split_pullback"):
+        assert 0 < f[f"{name}_seconds"] < math.inf
 
 
 @pytest.mark.slow

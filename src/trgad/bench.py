@@ -208,9 +208,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     full-size step forward and with its pullback, :func:`trgad.physics.stepcost.step_costs_unchecked`:
     its ``floor`` estimates the steady ratio to the primal that a mode running each step
     and then its pullback can reach), ``whole_over_floor``, ``staged_over_floor`` (their
-    steady ratio to the primal over that floor) and ``arithmetic_floor``
-    (:func:`trgad.physics.stepcost.arithmetic_floor`: what the pullbacks' counted arithmetic
-    alone would add, an estimate);
+    steady ratio to the primal over that floor);
     with ``second_order``, ``second_order`` (:func:`second_order_costs` at the same point:
     method -> {"first_seconds", "steady_seconds", "c"}, one row per exact method) and the
     ratios ``second_order_fastest_first_over_primal_first`` and
@@ -249,7 +247,6 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             out[key] = rows[a][fa] / rows[b][fb]
     if "primal" in rows and len(rows) > 1:
         floor = out["step_costs"] = stepcost.step_costs_unchecked(beta, tuple(schedule), repeats)
-        out["arithmetic_floor"] = stepcost.arithmetic_floor(floor, schedule, rows["primal"]["steady_seconds"])
         for name in ("whole", "staged"):          # a step forward, then its pullback
             if f"{name}_over_primal" in out:
                 out[f"{name}_over_floor"] = out[f"{name}_over_primal"] / floor["floor"]
@@ -384,7 +381,8 @@ def summary(out, targets=True):
         f = out["step_costs"]
         lines.append(f"one full-size step: {f['step_seconds'] * 1e3:.1f} ms forward ({f['svd_seconds'] * 1e3:.1f} ms "
                      f"in its SVDs), {f['vjp_seconds'] * 1e3:.1f} ms with its pullback: floor {f['floor']:.2f}x; "
-                     f"arithmetic floor {out['arithmetic_floor']:.2f}x")
+                     f"pullback alone {f['pullback_seconds'] * 1e3:.1f} ms (contraction's "
+                     f"{f['contraction_pullback_seconds'] * 1e3:.1f}, a split's {f['split_pullback_seconds'] * 1e3:.1f})")
     for key in ("whole_over_primal", "whole_over_floor", "staged_over_floor",
                 "staged_over_whole", "staged_first_over_whole_first",
                 "engine_staged_ratio", "engine_linear_ratio", "engine_step_cost_ratio", *TENFERRO_RATIOS):

@@ -7,15 +7,15 @@ primal that they can reach with this TRG, these SVD rules and these compile opti
 ``floor = vjp_seconds / step_seconds`` (an estimate from a few calls, not a bound; the
 first, smaller steps change it little; the checkpointed scan runs each step forward twice
 and forward mode runs no pullback, so theirs differ).  The step's own figures say where
-the time goes: ``svd_seconds`` (its two LAPACK SVDs alone) and XLA's count of the
-arithmetic (``cost_analysis()["flops"]``, in which the SVDs' custom calls, marked unknown,
-add nothing): ``step_flops`` forward, ``vjp_flops`` forward and pullback.
-:func:`arithmetic_floor` prices the pullbacks' counted flops at the rate of one large matrix
-product (``matmul_flops_per_second``): how much of a row's excess over the primal is
-arithmetic at all.  Programs
-compiled by :func:`trgad.runtime.compiled.jit`; the step is
-:func:`trgad.physics.trg.trg_step` through :data:`trgad.physics.trg.JAX_REVERSE`, the
-staged pass's and the whole graph's first-order back end.
+the time goes: ``svd_seconds`` (its two LAPACK SVDs alone), XLA's count of the arithmetic
+(``cost_analysis()["flops"]``, in which the SVDs' custom calls, marked unknown, add
+nothing: ``step_flops`` forward, ``vjp_flops`` forward and pullback), and the pullback
+timed alone from its residuals, whole and in its two largest parts (the contraction's, two
+products as large as its forward's largest, and one split's): where a row's excess over
+the primal goes inside a step.  Programs compiled by
+:func:`trgad.runtime.compiled.jit`; the step is :func:`trgad.physics.trg.trg_step` through
+:data:`trgad.physics.trg.JAX_REVERSE`, the staged pass's and the whole graph's first-order
+back end.
 """
 from __future__ import annotations
 
@@ -25,12 +25,7 @@ import jax.numpy as jnp
 from ..runtime import compiled
 from ..runtime.timing import time_call_unchecked
 from ..runtime.validate import check_beta, check_repeats, check_schedule
-from . import ising, trg
-
-
-#: Side of the square float64 matrices whose product gives the machine's arithmetic rate:
-#: large enough that the call's overhead is negligible (1 ms and more per product).
-MATMUL_SIZE = 512
+from . import ising, svd, trg
 
 
 def _full_size_tensor(beta, ks):
@@ -53,15 +48,21 @@ def step_costs(beta, schedule, repeats=5):
 
 def step_costs_unchecked(beta, ks, repeats=5):
     """One full-size step's costs at ``beta`` for the checked schedule ``ks`` (a tuple whose
-    largest k some step's input has): a dict with ``D``, ``k``, ``step_seconds``,
-    ``svd_seconds``, ``vjp_seconds``, ``matmul_seconds`` (one product of two
-    :data:`MATMUL_SIZE` square matrices; each the fastest of ``repeats`` calls, timed in
-    turns after a warm-up round), ``floor`` (vjp over step), ``step_flops`` and
-    ``vjp_flops`` (XLA's count, the SVDs left out) and ``matmul_flops_per_second`` (the
-    product's 2 n^3 over ``matmul_seconds``)."""
+    largest k some step's input has): a dict with ``D``, ``k`` and, each the fastest of
+    ``repeats`` calls timed in turns after a warm-up round, ``step_seconds``,
+    ``svd_seconds``, ``vjp_seconds`` (forward and pullback), ``pullback_seconds`` (the
+    pullback alone, from the forward's residuals), ``contraction_pullback_seconds`` (that of
+    :func:`trgad.physics.trg.plaquette` alone) and ``split_pullback_seconds`` (that of one
+    :func:`trgad.physics.svd.balanced_split_reverse` alone); ``floor`` (vjp over step), and
+    ``step_flops`` and ``vjp_flops`` (XLA's count, the SVDs left out)."""
     T = _full_size_tensor(beta, ks)
     D = k = T.shape[0]
     step = lambda t: trg.trg_step(t, k, trg.JAX_REVERSE)             # noqa: E731
+    t = T / jnp.linalg.norm(T)
+    M = jnp.reshape(t, (D * D, D * D))
+    halves = [trg.split_halves(m, D, k, trg.JAX) for m in (M, jnp.reshape(
+        jnp.transpose(t, (1, 2, 3, 0)), (D * D, D * D)))]
+    (A1, A2), (B1, B2) = halves
 
     def vjp(t):
         out, pullback = jax.vjp(step, t)
@@ -73,20 +74,30 @@ def step_costs_unchecked(beta, ks, repeats=5):
                                full_matrices=False))
 
     out, exes = {"D": int(D), "k": int(k)}, {}
-    M = jnp.full((MATMUL_SIZE, MATMUL_SIZE), 0.5)
-    for name, fn, arg in (("step", step, T), ("svd", svds, T), ("vjp", vjp, T),
-                          ("matmul", lambda m: m @ m, M)):
-        exes[name] = (compiled.jit(fn).lower(arg).compile(), arg)
+    for name, fn, arg in (("step", step, T), ("svd", svds, T), ("vjp", vjp, T)):
+        exes[name] = (compiled.jit(fn).lower(arg).compile(), (arg,))
         if name in ("step", "vjp"):
             out[f"{name}_flops"] = float((exes[name][0].cost_analysis() or {}).get("flops", float("nan")))
+    for name, fn, args in (("pullback", step, (T,)),
+                           ("contraction_pullback", lambda *h: trg.plaquette(*h, trg.JAX), (B1, A1, B2, A2)),
+                           ("split_pullback", lambda m: svd.balanced_split_reverse(m, k), (M,))):
+        exes[name] = _pullback_alone(fn, args)
     best = {name: float("inf") for name in exes}
     for _ in range(repeats + 1):         # in turns, the first round a warm-up: fair ratios
-        for name, (exe, arg) in exes.items():
-            best[name] = min(best[name], time_call_unchecked(lambda: exe(arg), warmup=0, repeats=1).min)
+        for name, (exe, args) in exes.items():
+            best[name] = min(best[name], time_call_unchecked(lambda: exe(*args), warmup=0, repeats=1).min)
     out.update({f"{name}_seconds": t for name, t in best.items()})
     out["floor"] = out["vjp_seconds"] / out["step_seconds"]
-    out["matmul_flops_per_second"] = 2.0 * MATMUL_SIZE ** 3 / out["matmul_seconds"]
     return out
+
+
+def _pullback_alone(fn, args):
+    """(a compiled program, its arguments) that runs ``fn``'s pullback at ``args`` alone: the
+    residuals of ``jax.vjp`` are its input, a cotangent of ones its other."""
+    out, pullback = jax.vjp(fn, *args)
+    cotangent = jax.tree_util.tree_map(jnp.ones_like, out)
+    exe = compiled.jit(lambda p, c: p(c)).lower(pullback, cotangent).compile()
+    return exe, (pullback, cotangent)
 
 
 def steps_of_measured_shape(schedule):
@@ -96,16 +107,3 @@ def steps_of_measured_shape(schedule):
     is the largest) it leaves out a last step that grows k."""
     dims = (2,) + tuple(schedule[:-1])
     return sum(1 for d, k in zip(dims, schedule) if d == k == max(schedule))
-
-
-def arithmetic_floor(costs, schedule, primal_seconds):
-    """The steady ratio to the primal pass that reverse mode's counted arithmetic alone would
-    give: 1 + n (vjp_flops - step_flops) / (rate x primal_seconds), with ``costs`` from
-    :func:`step_costs`, n = :func:`steps_of_measured_shape` of ``schedule``, and rate its
-    ``matmul_flops_per_second`` (one large product, a library kernel).  An estimate, not a
-    bound: it takes three measurements made at different moments, the pullback's flops as
-    the difference of two programs' counts, no pullback kernel faster than that product,
-    and each reverse row's forward part as costly as the primal pass.  Why: it says how much
-    of a row's excess over the primal is arithmetic at all."""
-    extra = steps_of_measured_shape(schedule) * (costs["vjp_flops"] - costs["step_flops"])
-    return 1.0 + extra / (costs["matmul_flops_per_second"] * primal_seconds)
