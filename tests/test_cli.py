@@ -199,6 +199,17 @@ def test_help_takes_its_ranges_from_validate(command, capsys):
         assert f"[1, {validate.REPEATS_MAX}]" in text
 
 
+@pytest.mark.parametrize("command", [["trg"], ["chain"], ["probe"], ["bench"], ["tenferro", "whole"],
+                                     ["tenferro", "chain"], ["tenferro", "staged"], ["tenferro", "count"]])
+def test_every_help_ends_in_the_exit_statuses(command, capsys):
+    """README says each command's --help gives the exit statuses."""
+    with pytest.raises(SystemExit):
+        trgad_cli.main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.endswith(" ".join(trgad_cli.STATUSES.split()))
+    assert "2 bad input" in text and "3 timeout" in text and "4 non-finite" in text
+
+
 def test_format_bound_is_exact():
     assert float(validate.format_bound(validate.BETA_MAX)) == validate.BETA_MAX
     assert validate.format_bound(86400.0) == "86400" and validate.format_bound(0.3) == "0.3"

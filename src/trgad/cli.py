@@ -1,9 +1,7 @@
 """Command line: ``python -m trgad {trg,chain,probe,bench,tenferro} ...``.
 
-Every parameter is checked against its range (:mod:`trgad.runtime.validate`) before any work starts.
-Exit status: 0 ok; 2 bad input (one line on stderr naming the value as typed and the allowed
-range, no traceback); 3 a run in a child process was killed after ``--timeout`` seconds or
-failed; 4 the result is not a finite number (``--json`` never prints NaN or Infinity).
+Every parameter is checked against its range (:mod:`trgad.runtime.validate`) before any work starts;
+the exit statuses (:data:`STATUSES`) end every command's ``--help``.
 Every run that may grow exponentially (``trg --engine keyed`` on the whole graph, ``chain``,
 ``probe``) runs in a child process killed after ``--timeout``.  ``--json`` prints one JSON
 object on stdout.  ``python -m trgad --help`` says the same for users (:data:`EPILOG`).
@@ -30,6 +28,9 @@ from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CH
                                check_chain, check_chi, check_choice, check_engine, check_point,
                                check_positive, check_steps, check_timeout, format_bound)
 
+#: The exit statuses, as every --help ends.
+STATUSES = """exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
+  3 timeout or failed child, 4 non-finite result."""
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
 #: The --engine each command uses unless told.
@@ -37,6 +38,9 @@ ENGINE_DEFAULT = {"trg": "jax", "chain": "keyed", "probe": "keyed"}
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, epilog=None, **kwargs):        # every --help ends in the statuses
+        super().__init__(*args, epilog=epilog or STATUSES, **kwargs)
+
     def error(self, message):  # one line, no usage dump
         raise InputError(message)
 
@@ -88,8 +92,7 @@ runs that may not return (trg --engine keyed on the whole graph, chain, probe) r
 non-finite numbers are never printed (--json never holds NaN or Infinity): a result that is
   not finite (trg's lnZ/N, u, c; bench) exits 4 naming it; a derivative beside a measured
   transform (chain's grad, probe's grads) is null with a "note".
-exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
-  3 timeout or failed child, 4 non-finite result.
+{STATUSES}
 ranges: beta in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (where the TRG resolves u and c:
   below it u is lost to rounding, above it e^(-2 beta) is no longer a normal float); chi in [{CHI_MIN}, {CHI_MAX}]
   (an SVD costs chi**6); steps in [1, {MAX_STEPS}] (step i weighs 2**-i); depth * fanout <=
@@ -221,12 +224,9 @@ def _non_finite(value, path=""):
     """The first field of ``value`` (dicts and lists walked) that is a non-finite float."""
     if isinstance(value, float) and not math.isfinite(value):
         return path or "result"
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
+    if not isinstance(value, (dict, list, tuple)):
         return None
+    items = value.items() if isinstance(value, dict) else enumerate(value)
     for k, v in items:
         found = _non_finite(v, f"{path}.{k}" if path else str(k))
         if found:
