@@ -247,7 +247,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             out[key] = rows[a][fa] / rows[b][fb]
     if "primal" in rows and len(rows) > 1:
         floor = out["step_costs"] = stepcost.step_costs_unchecked(beta, tuple(schedule), repeats)
-        for name in ("whole", "staged"):          # a step forward, then its pullback
+        for name in ("whole", "staged"):          # each step forward, then each pullback
             if f"{name}_over_primal" in out:
                 out[f"{name}_over_floor"] = out[f"{name}_over_primal"] / floor["floor"]
     if with_tenferro:

@@ -1,7 +1,7 @@
 """What one full-size TRG step costs, and what its pullback adds: reverse mode's floor.
 
 Every reverse-mode row (the whole graph and the checkpointed scan inside one program, the
-staged pass as two) runs each step forward and then that step's pullback, so one
+staged pass as two) runs every step forward, then every step's pullback, so one
 full-size step, timed forward and forward-plus-pullback, estimates the steady ratio to the
 primal that they can reach with this TRG, these SVD rules and these compile options:
 ``floor = vjp_seconds / step_seconds`` (an estimate from a few calls, not a bound; the
