@@ -58,20 +58,15 @@ def step_costs_unchecked(beta, ks, repeats=5):
     T = _full_size_tensor(beta, ks)
     D = k = T.shape[0]
     step = lambda t: trg.trg_step(t, k, trg.JAX_REVERSE)             # noqa: E731
-    t = T / jnp.linalg.norm(T)
-    M = jnp.reshape(t, (D * D, D * D))
-    halves = [trg.split_halves(m, D, k, trg.JAX) for m in (M, jnp.reshape(
-        jnp.transpose(t, (1, 2, 3, 0)), (D * D, D * D)))]
-    (A1, A2), (B1, B2) = halves
+    M, M_B = _matrices(T / jnp.linalg.norm(T))
+    (A1, A2), (B1, B2) = (trg.split_halves(m, D, k, trg.JAX) for m in (M, M_B))
 
     def vjp(t):
         out, pullback = jax.vjp(step, t)
         return out, pullback((jnp.ones_like(out[0]), jnp.ones_like(out[1])))[0]
 
     def svds(t):
-        return (jnp.linalg.svd(t.reshape(D * D, D * D), full_matrices=False),
-                jnp.linalg.svd(jnp.transpose(t, (1, 2, 3, 0)).reshape(D * D, D * D),
-                               full_matrices=False))
+        return tuple(jnp.linalg.svd(m, full_matrices=False) for m in _matrices(t))
 
     out, exes = {"D": int(D), "k": int(k)}, {}
     for name, fn, arg in (("step", step, T), ("svd", svds, T), ("vjp", vjp, T)):
@@ -89,6 +84,14 @@ def step_costs_unchecked(beta, ks, repeats=5):
     out.update({f"{name}_seconds": t for name, t in best.items()})
     out["floor"] = out["vjp_seconds"] / out["step_seconds"]
     return out
+
+
+def _matrices(T):
+    """The two (D^2, D^2) matrices a step splits: T as (l, u | r, d) and as (u, r | d, l)
+    (:func:`trgad.physics.trg.trg_step`)."""
+    D = T.shape[0]
+    return (jnp.reshape(T, (D * D, D * D)),
+            jnp.reshape(jnp.transpose(T, (1, 2, 3, 0)), (D * D, D * D)))
 
 
 def _pullback_alone(fn, args):
