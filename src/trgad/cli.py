@@ -151,18 +151,21 @@ def _parser():
     release = argparse.ArgumentParser(add_help=False)
     release.add_argument("--release", default=tenferro.VERSION, help=f"tenferro-rs release, one of "
                          f"{', '.join(tenferro.VERSIONS)} (default {tenferro.VERSION})")
-    fw = fsub.add_parser("whole", parents=[trg_args, release, cap, json_], help="ad.grad of the whole TRG graph")
+    build = argparse.ArgumentParser(add_help=False)
+    build.add_argument("--build", default="stock", help=f"stock (the crates as published) or fixed "
+                       f"({tenferro.VERSION} with computegraph's key equality patched; default stock)")
+    fw = fsub.add_parser("whole", parents=[trg_args, release, build, cap, json_], help="ad.grad of the whole TRG graph")
     fw.add_argument("--steps", required=True, help=f"TRG steps in [1, {MAX_STEPS}]")
     fw.add_argument("--eager", action="store_true", help="eager graph and backward() instead of ad.grad")
     fw.add_argument("--keep", action="store_true", help="do not drop the gradient graph (the exit frees it)")
-    fc = fsub.add_parser("chain", parents=[release, cap, json_], help="ad.grad of the mul chain y <- y**K / K")
+    fc = fsub.add_parser("chain", parents=[release, build, cap, json_], help="ad.grad of the mul chain y <- y**K / K")
     fc.add_argument("--depth", required=True, help="layers in [1, 64]")
     fc.add_argument("--fanout", default="2", help="uses of each value per layer, in [1, 8] (default 2)")
     fc.add_argument("--x0", default="2", help="point, |x0| <= 1e6 (default 2: the gradient is 2**depth)")
-    fs = fsub.add_parser("staged", parents=[trg_args, cap, json_], help="one VJP per TRG step, value and u")
+    fs = fsub.add_parser("staged", parents=[trg_args, build, cap, json_], help="one VJP per TRG step, value and u")
     fs.add_argument("--steps", default="20", help=f"TRG steps in [1, {MAX_STEPS}] (default 20)")
     fs.add_argument("--repeats", default="3", help=f"timed passes after the first, in [1, {REPEATS_MAX}] (default 3)")
-    fk = fsub.add_parser("count", parents=[trg_args, release, json_],
+    fk = fsub.add_parser("count", parents=[trg_args, release, build, json_],
                          help="exact calls of the key equality in ad.grad and in the drop (valgrind's callgrind)")
     fk.add_argument("--graph", required=True, help="chain or trg")
     fk.add_argument("--depth", help="chain: layers in [1, 64]")
@@ -179,11 +182,11 @@ def _cmd_tenferro(a):
         return _emit(_count(a), a.json, _line, "tenferro count")
     if a.what == "whole":
         out = tenferro.whole(a.steps, a.beta, a.chi, eager=a.eager, keep=a.keep, version=a.release,
-                             timeout=a.timeout)
+                             build=a.build, timeout=a.timeout)
     elif a.what == "chain":
-        out = tenferro.chain(a.depth, a.fanout, a.x0, version=a.release, timeout=a.timeout)
+        out = tenferro.chain(a.depth, a.fanout, a.x0, version=a.release, build=a.build, timeout=a.timeout)
     else:
-        out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, timeout=a.timeout)
+        out = tenferro.staged(a.steps, a.beta, a.chi, repeats=a.repeats, build=a.build, timeout=a.timeout)
     if not out["returned"]:
         print(f"trgad: error: tenferro {a.what} did not return within {out['timeout_s']:g} s "
               f"(process group killed)", file=sys.stderr)
@@ -204,8 +207,10 @@ def _count(a):
     if getattr(a, other[2:]) is not None:
         raise InputError(f"--graph {graph} takes no {other}")
     if graph == "chain":
-        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, timeout=a.timeout)
-    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, timeout=a.timeout)
+        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, build=a.build,
+                              timeout=a.timeout)
+    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, build=a.build,
+                          timeout=a.timeout)
 
 
 def _in_child(target, kwargs, timeout, what, hint):

@@ -59,6 +59,11 @@ NEWEST = "0.9.0"
 NEWEST_SEEN = "2026-12-02"
 #: Releases a call can name (``version=``).
 VERSIONS = (VERSION, NEWEST)
+#: Builds a call can name (``build=``): ``"stock"``, the crates as published, or
+#: ``"fixed"``, tenferro-rs :data:`VERSION` against computegraph 0.1.0 patched by
+#: ``tenferro-harness/fixed/computegraph.diff`` (key equality remembers what it proved, so a
+#: comparison walks the key DAG as a DAG), program ``trgad-tenferro-fixed``.
+BUILDS = ("stock", "fixed")
 #: The harness's program, installed beside this Python's scripts (for :data:`VERSION`;
 #: ``trgad-tenferro-0-9-0`` for 0.9.0).
 PROGRAM = "trgad-tenferro"
@@ -70,19 +75,22 @@ class TenferroError(RuntimeError):
     """The harness is missing or failed; the message is one line."""
 
 
-def _name(version):
-    """The program's name for ``version``: ``trgad-tenferro``, or ``trgad-tenferro-0-9-0``
-    (cargo takes no dot in a program's name)."""
+def _name(version, build="stock"):
+    """The program's name for ``version`` and ``build``: ``trgad-tenferro``,
+    ``trgad-tenferro-0-9-0`` (cargo takes no dot in a program's name) or
+    ``trgad-tenferro-fixed``."""
+    if build == "fixed":
+        return f"{PROGRAM}-fixed"
     return PROGRAM if version == VERSION else f"{PROGRAM}-{version.replace('.', '-')}"
 
 
-def binary(version=VERSION):
-    """Path of the harness program built against tenferro-rs ``version``:
-    ``$TRGAD_TENFERRO_BIN`` if set (for :data:`VERSION`), else the one installed with this
-    Python (its scripts folder), else the first on ``PATH``.  Raises TenferroError naming
-    what to install when there is none."""
-    name = _name(version)
-    named = os.environ.get("TRGAD_TENFERRO_BIN") if version == VERSION else None
+def binary(version=VERSION, build="stock"):
+    """Path of the harness program built against tenferro-rs ``version`` (``build``, one of
+    :data:`BUILDS`): ``$TRGAD_TENFERRO_BIN`` if set (for :data:`VERSION` as published),
+    else the one installed with this Python (its scripts folder), else the first on
+    ``PATH``.  Raises TenferroError naming what to install when there is none."""
+    name = _name(version, build)
+    named = os.environ.get("TRGAD_TENFERRO_BIN") if (version, build) == (VERSION, "stock") else None
     if named:
         if not (os.path.isfile(named) and os.access(named, os.X_OK)):
             raise TenferroError(f"TRGAD_TENFERRO_BIN={named!r} is not an executable file")
@@ -98,10 +106,11 @@ def binary(version=VERSION):
                         f"`pip install -r requirements.txt` (tenferro-harness/)")
 
 
-def available(version=VERSION):
-    """Whether the harness program for ``version`` is installed (see :func:`binary`)."""
+def available(version=VERSION, build="stock"):
+    """Whether the harness program for ``version`` and ``build`` is installed (see
+    :func:`binary`)."""
     try:
-        binary(version)
+        binary(version, build)
     except TenferroError:
         return False
     return True
@@ -110,15 +119,21 @@ def available(version=VERSION):
 _STARTED = re.compile(r"ad\.grad started at ([0-9.]+) ms")
 
 
-def _version(version):
+def _program(version, build):
+    """``(version, build)``, checked: a release of :data:`VERSIONS`, a build of
+    :data:`BUILDS`; the fixed build exists for :data:`VERSION` only."""
     if version not in VERSIONS:
         raise InputError(f"tenferro-rs release {version!r} is not one built here: {', '.join(VERSIONS)}")
-    return version
+    if build not in BUILDS:
+        raise InputError(f"build {build!r} is not one of {', '.join(BUILDS)}")
+    if build == "fixed" and version != VERSION:
+        raise InputError(f"the fixed build is tenferro-rs {VERSION}'s; release {version} has none")
+    return version, build
 
 
-def _run(args, timeout, version=VERSION):
+def _run(args, timeout, version=VERSION, build="stock"):
     try:
-        result = run_command([binary(version), *args], timeout)
+        result = run_command([binary(version, build), *args], timeout)
     except OSError as e:
         raise TenferroError(f"{PROGRAM} could not be started: {e}") from None
     if not result.returned:
@@ -146,26 +161,28 @@ def _schedule(steps, beta, chi):
     return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
 
 
-def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION,
+def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION, build="stock",
           timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
     steps at ``beta`` and bond dimension ``chi`` (the ranges of
     :mod:`trgad.runtime.validate`); see the module docstring for the keys.  ``keep=True``:
     the gradient graph is not dropped (``drop_ms`` None; the child's exit frees it), where
     the drop would cost as much as the transform again.  ``version``: the tenferro-rs
-    release (one of :data:`VERSIONS`).  A run past ``timeout`` seconds is killed:
-    ``returned`` False."""
+    release (one of :data:`VERSIONS`), ``build`` (one of :data:`BUILDS`).  A run past
+    ``timeout`` seconds is killed: ``returned`` False."""
     if eager and keep:
         raise InputError("eager=True and keep=True: keep applies to ad.grad's graph only")
+    version, build = _program(version, build)
     return whole_unchecked(check_steps(steps), check_beta(beta), check_chi(chi), eager=eager,
-                           keep=keep, version=_version(version), timeout=check_timeout(timeout))
+                           keep=keep, version=version, build=build, timeout=check_timeout(timeout))
 
 
-def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSION,
+def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSION, build="stock",
                     timeout=TIMEOUT_SECONDS):
     """:func:`whole` for a caller that checked its arguments."""
     args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
-    return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout, version)
+    return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout,
+                version, build)
 
 
 def _chain_args(depth, fanout, x0):
@@ -177,24 +194,27 @@ def _chain_args(depth, fanout, x0):
     return ["chain", "--depth", str(depth), "--fanout", str(fanout), "--x0", repr(x0)]
 
 
-def chain(depth, fanout=2, x0=2.0, *, version=VERSION, timeout=TIMEOUT_SECONDS):
+def chain(depth, fanout=2, x0=2.0, *, version=VERSION, build="stock", timeout=TIMEOUT_SECONDS):
     """``ad.grad`` of the mul chain y <- y**fanout / fanout to ``depth`` at ``x0`` (2 is the
-    fixed point of y*y/2: the gradient is 2**depth), with tenferro-rs ``version``."""
-    return _run(_chain_args(depth, fanout, x0), check_timeout(timeout), _version(version))
+    fixed point of y*y/2: the gradient is 2**depth), with tenferro-rs ``version``, ``build``."""
+    return _run(_chain_args(depth, fanout, x0), check_timeout(timeout), *_program(version, build))
 
 
-def staged(steps=20, beta=0.3, chi=16, *, repeats=3, timeout=TIMEOUT_SECONDS):
-    """The staged value and gradient (one VJP per step) of ``steps`` TRG steps: lnZ/N, u,
-    the first pass's time and the fastest of ``repeats`` passes after it."""
+def staged(steps=20, beta=0.3, chi=16, *, repeats=3, build="stock", timeout=TIMEOUT_SECONDS):
+    """The staged value and gradient (one VJP per step) of ``steps`` TRG steps with
+    tenferro-rs :data:`VERSION` (``build``): lnZ/N, u, the first pass's time and the fastest
+    of ``repeats`` passes after it."""
+    _, build = _program(VERSION, build)
     return staged_unchecked(check_steps(steps), check_beta(beta), check_chi(chi),
-                            repeats=check_repeats(repeats), timeout=check_timeout(timeout))
+                            repeats=check_repeats(repeats), build=build,
+                            timeout=check_timeout(timeout))
 
 
-def staged_unchecked(steps, beta, chi, *, repeats=3, timeout=TIMEOUT_SECONDS):
+def staged_unchecked(steps, beta, chi, *, repeats=3, build="stock", timeout=TIMEOUT_SECONDS):
     """:func:`staged` for a caller that checked its arguments."""
     args = ["staged", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta),
             "--repeats", str(repeats)]
-    return _run(args, timeout)
+    return _run(args, timeout, VERSION, build)
 
 
 # ---- exact counts: callgrind ------------------------------------------------------------
@@ -220,17 +240,17 @@ def _valgrind():
     return found
 
 
-def _callgrind(args, where, version, timeout):
+def _callgrind(args, where, version, build, timeout):
     """Calls of :data:`KEY_EQ` made inside ``where`` (a key of :data:`COUNTED`) in one run
     of the harness under callgrind: ``(outside, recursive, callers)`` (see
     :func:`trgad.harness.callgrind.calls_to`)."""
     import tempfile
 
-    function = COUNTED[where].format(crate=_name(version).replace("-", "_"))
+    function = COUNTED[where].format(crate=_name(version, build).replace("-", "_"))
     with tempfile.TemporaryDirectory(prefix="trgad-callgrind-") as tmp:
         out = os.path.join(tmp, "callgrind.out")
         cmd = [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-               f"--toggle-collect={function}", binary(version), *args]
+               f"--toggle-collect={function}", binary(version, build), *args]
         try:
             result = run_command(cmd, timeout)
         except OSError as e:
@@ -243,7 +263,7 @@ def _callgrind(args, where, version, timeout):
                                 f"{result.last_error or 'no message'}")
         counts = callgrind.call_counts(out)
         if where != "registry" and not any(caller == function for caller, _ in counts):
-            raise TenferroError(f"{binary(version)} has no function {function}: it was built "
+            raise TenferroError(f"{binary(version, build)} has no function {function}: it was built "
                                 f"from an older harness (reinstall: pip install -r requirements.txt)")
         return callgrind.calls_to(counts, KEY_EQ)
 
@@ -283,8 +303,9 @@ def _file_hash(path):
 
 
 def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=VERSION,
-          timeout=COUNT_TIMEOUT_SECONDS):
-    """Exact calls of computegraph's key equality (:data:`KEY_EQ`) in tenferro-rs ``version``,
+          build="stock", timeout=COUNT_TIMEOUT_SECONDS):
+    """Exact calls of computegraph's key equality (:data:`KEY_EQ`) in tenferro-rs ``version``
+    (``build``: ``"fixed"`` counts the patched equality, same name),
     counted by valgrind's callgrind, for ``graph="chain"`` (``depth``, ``fanout``; x0 = 1.1)
     or ``graph="trg"`` (``steps`` at ``beta``, ``chi``).
 
@@ -300,23 +321,23 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
     result is computed once per machine (kept under the cache folder, keyed by the binary's
     content).  Needs valgrind: TenferroError in one line when it is missing."""
     graph = check_choice("graph", graph, ("chain", "trg"))
-    version, timeout = _version(version), check_timeout(timeout)
+    (version, build), timeout = _program(version, build), check_timeout(timeout)
     if graph == "chain":
         args = _chain_args(depth, fanout, 1.1)
     else:
         beta = check_beta(beta)
         args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
                 "--beta", repr(beta)]
-    path = binary(version)
+    path = binary(version, build)
     parts = [_file_hash(path), _valgrind_version(), args, KEY_EQ, COUNTED]
 
     def compute():
         from concurrent.futures import ThreadPoolExecutor
 
-        out = {"graph": graph, "version": version, "args": args}
+        out = {"graph": graph, "version": version, "build": build, "args": args}
         wheres = ("transform", "drop", "registry")
         with ThreadPoolExecutor(len(wheres)) as pool:    # three children; the counts are exact
-            runs = list(pool.map(lambda w: _callgrind(args, w, version, timeout), wheres))
+            runs = list(pool.map(lambda w: _callgrind(args, w, version, build, timeout), wheres))
         for where, (outside, nested, callers) in zip(wheres, runs):
             if where == "registry":
                 out["eq_nested_registry"] = nested
