@@ -228,6 +228,10 @@ KEY_EQ = "<computegraph::types::ValueKey<Op> as core::cmp::PartialEq>::eq"
 #: (tenferro-internal-ops ``src/ad/context.rs``).
 COUNTED = {"transform": "{crate}::transform", "drop": "{crate}::release",
            "registry": "tenferro_ops::ad::context::register_scoped_global_metadata_batch*"}
+#: computegraph's structural equality of operation keys.  The stock release build inlines it
+#: into :data:`KEY_EQ`; the fixed build's ``OperationKey::same`` calls it, so there the walk's
+#: calls of :data:`KEY_EQ` come from it.
+OPERATION_EQ = "<computegraph::types::OperationKey<Op> as core::cmp::PartialEq>::eq"
 #: Hard timeout of one callgrind run (the programs run ~50x slower under it), seconds.
 COUNT_TIMEOUT_SECONDS = 300.0
 
@@ -348,6 +352,14 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
         return out
 
     return _cached(parts, compute)
+
+
+def walk(result, where="transform"):
+    """The walk in one :func:`count` result: calls of :data:`KEY_EQ` made inside a comparison
+    of keys (one per pair of sub-keys compared), during ``where`` (``"transform"`` or
+    ``"drop"``).  That is the calls into itself plus, where it is not inlined (the fixed
+    build), the calls from :data:`OPERATION_EQ`; exact, the same in every run of one binary."""
+    return result[f"eq_nested_{where}"] + dict(result[f"callers_{where}"]).get(OPERATION_EQ, 0)
 
 
 def _valgrind_version():

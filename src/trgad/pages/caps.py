@@ -91,6 +91,17 @@ COUNT_CHAIN_DEPTHS = ({2: tuple(range(2, 9)), 3: tuple(range(2, 7))} if PREVIEW
 #: TRG steps counted the same way (3 steps: about 15 s under callgrind).
 COUNT_TRG_STEPS = (1, 2, 3)
 
+# ---- tenferro-rs fixed: computegraph's equality patched (book/maintainers.md, phenomenon, staged)
+#: Mul-chain depths counted in the fixed build, by fan-out: doubling depths to 32, where the
+#: stock build's walk would take 2**32 calls; linear, so each count takes seconds.
+FIXED_CHAIN_DEPTHS = {2: (4, 8, 16, 32), 3: (4, 8, 16, 32)}
+#: TRG steps counted in the fixed build (4 steps: about a minute under callgrind, which runs
+#: the gradient program too; 8 steps take over five).
+FIXED_TRG_COUNT_STEPS = (1, 2, 3, 4)
+#: TRG steps whose whole-graph ad.grad runs in the fixed build, up to the most allowed: the
+#: growth from 16 to 64 steps is the page's test of "about linear".
+FIXED_WHOLE_STEPS = (1, 2, 3, 4, 8, 16, 32, 64)
+
 # ---- the modes of differentiation (trgad.physics.modes, trgad.bench, trgad.topics.params, trgad.topics.transition)
 #: TRG steps at which the methods are compared side by side (bench.methods, modes).
 MODES_STEPS = 8 if PREVIEW else 20
