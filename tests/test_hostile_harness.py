@@ -11,6 +11,7 @@ exit status and stderr of a real ``python -m trgad``, and counts written by hand
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,53 @@ def test_one_signal_stops_count_at_once(stand_ins, monkeypatch, sig, status):
     assert time.monotonic() - t0 < 5 and proc.returncode == status, err
     assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert left_running(str(stand_ins)) == [] and callgrind_folders(stand_ins) == []
+
+
+def test_ctrl_c_pressed_three_times_is_still_one_line(stand_ins, monkeypatch):
+    monkeypatch.setenv("FAKE_VALGRIND", "hang")
+    proc = start("tenferro", "count", "--graph", "chain", "--depth", "3", "--timeout", "600")
+    wait_for(lambda: len([p for p in stand_ins.iterdir() if p.name.startswith("started.")]) == 3)
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert left_running(str(stand_ins)) == [] and callgrind_folders(stand_ins) == []
+
+
+needs_program = pytest.mark.skipif(not tenferro.available(), reason="needs trgad-tenferro (pip install -r requirements.txt)")
+
+
+@needs_program
+def test_sigterm_ends_the_real_program(monkeypatch):
+    # the issue's case: `timeout 4 python -m trgad tenferro chain --depth 40 --fanout 8 --timeout 60`
+    monkeypatch.delenv("TRGAD_TENFERRO_BIN", raising=False)
+    x0 = 1.0 + 1e-9 * (os.getpid() % 1000 + 1)          # this run's program, by its arguments
+    mark = f"--x0 {x0!r}"
+    proc = start("tenferro", "chain", "--depth", "40", "--fanout", "8", "--x0", repr(x0), "--timeout", "60")
+    wait_for(lambda: left_running(mark, grace=0))
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and len(err.strip().splitlines()) == 1, err
+    assert left_running(mark) == []
+
+
+@needs_program
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="needs valgrind")
+def test_one_ctrl_c_stops_the_real_callgrind_runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRGAD_TENFERRO_BIN", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))                # callgrind's folders, and a mark in ps
+    monkeypatch.setenv("TRGAD_CACHE_DIR", str(tmp_path / "cache"))
+    proc = start("tenferro", "count", "--graph", "chain", "--depth", "30", "--timeout", "600")
+    wait_for(lambda: len(left_running(str(tmp_path), grace=0)) >= 3)
+    time.sleep(1)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5 and proc.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert left_running(str(tmp_path)) == []
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("trgad-callgrind-")] == []
 
 
 def test_counts_own_timeout_ends_all_three_runs(stand_ins, monkeypatch, cli):

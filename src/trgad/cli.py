@@ -350,14 +350,15 @@ def values_may_be_negative(argv):
     return out
 
 
-def main(argv=None):
+def main(argv=None, *, exiting=False):
     """Entry point; returns the exit status (:data:`trgad.outcome.STATUSES`: 0 ok, 1 an
     internal error, 2 bad input, 3 a capped run timed out or failed in its child process, 4
     a result that is not finite, 5 a result that could not be written, 128+N stopped by
     signal N).  SIGINT, SIGTERM and SIGHUP raise where the command is, so the child
     processes it started are ended and its temporary folders removed before it returns
-    (:func:`trgad.runtime.children.stop_on_signals`)."""
-    with stop_on_signals():
+    (:func:`trgad.runtime.children.stop_on_signals`; ``exiting``: the process ends when this
+    returns, ``python -m trgad``, and later signals are ignored until it does)."""
+    with stop_on_signals(exiting):
         return _main(argv)
 
 

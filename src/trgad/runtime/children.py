@@ -66,10 +66,12 @@ def _handler(signum, frame):
 
 
 @contextlib.contextmanager
-def stop_on_signals():
+def stop_on_signals(exiting=False):
     """While inside, SIGINT raises KeyboardInterrupt and SIGTERM, SIGHUP raise
     :class:`Stopped` in the main thread, once (later signals are ignored while the command
-    stops); the previous handlers are back afterwards.  Outside the main thread, or nested,
+    stops); the previous handlers are back afterwards, unless ``exiting`` (the process ends
+    after the block: ``python -m trgad``), when every later signal is ignored, so a second
+    Ctrl-C cannot turn a clean stop into a traceback.  Outside the main thread, or nested,
     it does nothing."""
     if _state["installed"] or threading.current_thread() is not threading.main_thread():
         yield
@@ -80,9 +82,13 @@ def stop_on_signals():
     try:
         yield
     finally:
-        for n, h in before.items():
-            signal.signal(n, h)
-        _state.update(installed=False, stopping=False, held=0, pending=None)
+        if exiting:     # ignored, not ours: Python's exit puts its own handlers back to the default
+            for n in before:
+                signal.signal(n, signal.SIG_IGN)
+        else:
+            for n, h in before.items():
+                signal.signal(n, h)
+            _state.update(installed=False, stopping=False, held=0, pending=None)
 
 
 @contextlib.contextmanager
