@@ -21,7 +21,7 @@ import time
 import pytest
 
 from trgad.harness import callgrind, tenferro
-from trgad.runtime.validate import X0_MIN, format_bound
+from trgad.runtime.validate import X0_MIN
 
 from conftest import assert_error
 
@@ -236,7 +236,6 @@ def test_a_spoiled_kept_count_is_counted_again(stand_ins, cli, bad):
     again = cli("tenferro", "count", "--graph", "chain", "--depth", "3", "--json")
     assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout)
     assert (stand_ins / "valgrind.log").read_text().count("--tool=callgrind") == runs + 3
-    assert json.loads(entry.read_text()) == json.loads(json.dumps({**json.loads(entry.read_text())}))
     assert json.loads(entry.read_text())["count"] == json.loads(first.stdout)
 
 
@@ -287,7 +286,6 @@ def test_the_program_takes_exactly_the_stated_chain_ranges(monkeypatch, args, re
     monkeypatch.delenv("TRGAD_TENFERRO_BIN", raising=False)
     r = subprocess.run([tenferro.binary(), "chain", *args], capture_output=True, text=True, timeout=60)
     assert (r.returncode == 2) == refused, (args, r.returncode, r.stderr)
-    assert float(format_bound(tenferro.CHAIN_X0_MAX)) == tenferro.CHAIN_X0_MAX
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -305,6 +303,9 @@ def test_count_refuses_a_value_it_does_not_use(stand_ins, cli, args, needle):
 def test_a_long_value_is_cut_and_a_long_integer_is_out_of_range(stand_ins, cli):
     r = cli("tenferro", "chain", "--depth", "x" * 100_000)
     assert_error(r, 2, "(100000 characters) is not an integer")
+    assert len(r.stderr) < 300
+    r = cli("tenferro", "chain", "--depth", "3", "y" * 100_000)
+    assert_error(r, 2, "unrecognized arguments: yyy")
     assert len(r.stderr) < 300
     answers = {n: cli("tenferro", "chain", "--depth", "9" * n).stderr for n in (4000, 5000)}
     for n, err in answers.items():
