@@ -86,7 +86,7 @@ def left_running(mark, grace=3.0):
     init to reap the orphans), zombies left out."""
     deadline = time.monotonic() + grace
     while True:
-        ps = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
         rows = [r for r in ps.splitlines() if mark in r and r.split(None, 2)[1][0] != "Z"]
         if not rows or time.monotonic() > deadline:
             return rows
@@ -161,7 +161,7 @@ def test_sigterm_ends_the_real_program(monkeypatch):
     # the issue's case: `timeout 4 python -m trgad tenferro chain --depth 40 --fanout 8 --timeout 60`
     monkeypatch.delenv("TRGAD_TENFERRO_BIN", raising=False)
     x0 = 1.0 + 1e-9 * (os.getpid() % 1000 + 1)          # this run's program, by its arguments
-    mark = f"--x0 {x0!r}"
+    mark = f"trgad-tenferro chain --depth 40 --fanout 8 --x0 {x0!r}"     # the program's, not python's
     proc = start("tenferro", "chain", "--depth", "40", "--fanout", "8", "--x0", repr(x0), "--timeout", "60")
     wait_for(lambda: left_running(mark, grace=0))
     proc.send_signal(signal.SIGTERM)
