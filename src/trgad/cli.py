@@ -1,16 +1,16 @@
 """Command line: ``python -m trgad {trg,chain,probe,bench,tenferro} ...``.
 
 Every parameter is checked against its range (:mod:`trgad.runtime.validate`) before any work starts;
-the exit statuses (:data:`STATUSES`) end every command's ``--help``.
+the exit statuses (:data:`trgad.outcome.STATUSES`) end every command's ``--help``.
 Every run that may grow exponentially (``trg --engine keyed`` on the whole graph, ``chain``,
-``probe``) runs in a child process killed after ``--timeout``.  ``--json`` prints one JSON
-object on stdout.  ``python -m trgad --help`` says the same for users (:data:`EPILOG`).
+``probe``) runs in a child process killed after ``--timeout``; SIGINT, SIGTERM and SIGHUP
+end every child process group too (:func:`trgad.runtime.children.stop_on_signals`).  ``--json``
+prints one JSON object on stdout (:mod:`trgad.outcome`).  ``python -m trgad --help`` says the same for users (:data:`EPILOG`).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -21,16 +21,15 @@ from . import bench
 from .growth import graphs, userstep
 from .harness import tenferro
 from .keyed import keyed_trg, keys as keyed_keys
+from .outcome import STATUSES, UNWRITABLE, NotFinite, Unwritable, check_stdout, emit as _emit, line as _line, write
 from .physics import modes, trg
+from .runtime.children import Stopped, stop_on_signals
 from .runtime.timing import run_with_timeout_unchecked
 from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
                                MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
                                check_chain, check_chi, check_choice, check_engine, check_point,
-                               check_positive, check_steps, check_timeout, format_bound)
+                               check_positive, check_steps, check_timeout, format_bound, shown)
 
-#: The exit statuses, as every --help ends.
-STATUSES = """exit status: 0 ok, 1 internal error (TRGAD_DEBUG=1 shows the traceback), 2 bad input,
-  3 timeout or failed child, 4 non-finite result."""
 #: Default --timeout, seconds.
 TIMEOUT = 60.0
 #: The --engine each command uses unless told.
@@ -41,12 +40,8 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, epilog=None, **kwargs):        # every --help ends in the statuses
         super().__init__(*args, epilog=epilog or STATUSES, **kwargs)
 
-    def error(self, message):  # one line, no usage dump
-        raise InputError(message)
-
-
-class _NotFinite(Exception):
-    """A result that is not a finite number (exit status 4)."""
+    def error(self, message):  # one line, no usage dump, a long value cut
+        raise InputError(message if len(message) <= 200 else f"{message[:200]}... ({len(message)} characters)")
 
 
 def _parents():
@@ -86,9 +81,11 @@ bad input: every value is checked before any work starts; one outside its range 
   numbers are values (--x0 -1e-3).  A probe's module:function that does not import, is not
   a Python file, lacks the function or fails on --x0 (any exception, sys.exit included) is
   bad input too.
-runs that may not return (trg --engine keyed on the whole graph, chain, probe) run in a
-  child process in a session of its own; after --timeout seconds its whole process group
-  is killed and the command says so in one line: exit status 3 (also when the child fails).
+runs that may not return (trg --engine keyed on the whole graph, chain, probe, tenferro's
+  programs) run in a child process in a session of its own; after --timeout seconds its
+  whole process group is killed and the command says so in one line: exit status 3 (also
+  when the child fails).  Ctrl-C, SIGTERM and SIGHUP end every child process group and
+  remove the temporary folders too, then exit 128+N in one line.
 non-finite numbers are never printed (--json never holds NaN or Infinity): a result that is
   not finite (trg's lnZ/N, u, c; bench) exits 4 naming it; a derivative beside a measured
   transform (chain's grad, probe's grads) is null with a "note".
@@ -159,18 +156,22 @@ def _parser():
     fw.add_argument("--eager", action="store_true", help="eager graph and backward() instead of ad.grad")
     fw.add_argument("--keep", action="store_true", help="do not drop the gradient graph (the exit frees it)")
     fc = fsub.add_parser("chain", parents=[release, build, cap, json_], help="ad.grad of the mul chain y <- y**K / K")
-    fc.add_argument("--depth", required=True, help="layers in [1, 64]")
-    fc.add_argument("--fanout", default="2", help="uses of each value per layer, in [1, 8] (default 2)")
-    fc.add_argument("--x0", default="2", help="point, |x0| <= 1e6 (default 2: the gradient is 2**depth)")
+    ranges = tenferro.CHAIN_RANGES                     # the program's ranges, one source
+    fc.add_argument("--depth", required=True, help=f"layers, an integer {ranges['depth']}")
+    fc.add_argument("--fanout", default="2", help=f"uses of each value per layer, an integer {ranges['fanout']} (default 2)")
+    fc.add_argument("--x0", default="2", help=f"point: {ranges['x0']} (default 2: the gradient is 2**depth)")
     fs = fsub.add_parser("staged", parents=[trg_args, build, cap, json_], help="one VJP per TRG step, value and u")
     fs.add_argument("--steps", default="20", help=f"TRG steps in [1, {MAX_STEPS}] (default 20)")
     fs.add_argument("--repeats", default="3", help=f"timed passes after the first, in [1, {REPEATS_MAX}] (default 3)")
-    fk = fsub.add_parser("count", parents=[trg_args, release, build, json_],
+    fk = fsub.add_parser("count", parents=[release, build, json_],
                          help="exact calls of the key equality in ad.grad and in the drop (valgrind's callgrind)")
-    fk.add_argument("--graph", required=True, help="chain or trg")
-    fk.add_argument("--depth", help="chain: layers in [1, 64]")
-    fk.add_argument("--fanout", default="2", help="chain: uses of each value per layer, in [1, 8] (default 2)")
+    fk.add_argument("--graph", required=True, help="chain (takes --depth, --fanout) or trg (--steps, --beta, "
+                                                   "--chi); a value the graph does not take is refused")
+    fk.add_argument("--depth", help=f"chain: layers, an integer {ranges['depth']}")
+    fk.add_argument("--fanout", help=f"chain: uses of each value per layer, an integer {ranges['fanout']} (default 2)")
     fk.add_argument("--steps", help=f"trg: TRG steps in [1, {MAX_STEPS}]")
+    fk.add_argument("--beta", help=f"trg: inverse temperature in [{BETA_MIN!r}, {format_bound(BETA_MAX)}] (default 0.3)")
+    fk.add_argument("--chi", help=f"trg: bond dimension in [{CHI_MIN}, {CHI_MAX}] (default 16)")
     fk.add_argument("--timeout", default=str(tenferro.COUNT_TIMEOUT_SECONDS),
                     help=f"kill a callgrind run after this many seconds, in (0, {TIMEOUT_MAX:g}] (default {tenferro.COUNT_TIMEOUT_SECONDS:g})")
     return p
@@ -191,26 +192,29 @@ def _cmd_tenferro(a):
         print(f"trgad: error: tenferro {a.what} did not return within {out['timeout_s']:g} s "
               f"(process group killed)", file=sys.stderr)
         if a.json:
-            print(json.dumps(out))
+            write(json.dumps(out))
         return 3
     missing = [k for k in ("grad", "lnz_per_site", "u") if k in out and out[k] is None]
     if missing:     # the program prints null for a number that is not finite
-        raise _NotFinite(f"tenferro {a.what}: {missing[0]} is not a finite number")
+        raise NotFinite(f"tenferro {a.what}: {missing[0]} is not a finite number")
     return _emit(out, a.json, _line, f"tenferro {a.what}")
 
 
+#: The values ``tenferro count`` takes for each graph; the first is required.
+COUNT_TAKES = {"chain": ("depth", "fanout"), "trg": ("steps", "beta", "chi")}
+
+
 def _count(a):
-    graph = check_choice("--graph", a.graph, ("chain", "trg"))
-    needed, other = ("--depth", "--steps") if graph == "chain" else ("--steps", "--depth")
-    if getattr(a, needed[2:]) is None:
-        raise InputError(f"--graph {graph} needs {needed}")
-    if getattr(a, other[2:]) is not None:
-        raise InputError(f"--graph {graph} takes no {other}")
-    if graph == "chain":
-        return tenferro.count("chain", depth=a.depth, fanout=a.fanout, version=a.release, build=a.build,
-                              timeout=a.timeout)
-    return tenferro.count("trg", steps=a.steps, beta=a.beta, chi=a.chi, version=a.release, build=a.build,
-                          timeout=a.timeout)
+    graph = check_choice("--graph", a.graph, tuple(COUNT_TAKES))
+    takes = COUNT_TAKES[graph]
+    if getattr(a, takes[0]) is None:
+        raise InputError(f"--graph {graph} needs --{takes[0]}")
+    for other in sorted({n for names in COUNT_TAKES.values() for n in names} - set(takes)):
+        if getattr(a, other) is not None:     # given but not used: refused, never ignored
+            raise InputError(f"--graph {graph} takes no --{other} (given {shown(getattr(a, other))}); "
+                             f"it takes --{', --'.join(takes)}")
+    given = {n: getattr(a, n) for n in takes if getattr(a, n) is not None}
+    return tenferro.count(graph, **given, version=a.release, build=a.build, timeout=a.timeout)
 
 
 def _in_child(target, kwargs, timeout, what, hint):
@@ -223,35 +227,6 @@ def _in_child(target, kwargs, timeout, what, hint):
     why = f"failed: {run.error}" if run.error else f"did not return within {timeout:g} s (process killed)"
     print(f"trgad: error: {what}: {why}; {hint}", file=sys.stderr)
     return None, 3
-
-
-def _non_finite(value, path=""):
-    """The first field of ``value`` (dicts and lists walked) that is a non-finite float."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path or "result"
-    if not isinstance(value, (dict, list, tuple)):
-        return None
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    for k, v in items:
-        found = _non_finite(v, f"{path}.{k}" if path else str(k))
-        if found:
-            return found
-    return None
-
-
-def _emit(out, as_json, text, inputs):
-    """Print ``out`` (JSON or ``text(out)``) after checking every number in it is finite."""
-    bad = _non_finite(out)
-    if bad:
-        raise _NotFinite(f"{inputs}: {bad} is not a finite number ({_lookup(out, bad)!r})")
-    print(json.dumps(out, allow_nan=False) if as_json else text(out))
-    return 0
-
-
-def _lookup(out, path):
-    for k in path.split("."):
-        out = out[int(k)] if isinstance(out, list) else out[k]
-    return out
 
 
 def _cmd_trg(a):
@@ -300,10 +275,6 @@ def _cmd_trg(a):
         return (f"TRG {method} ({engine}) beta={beta} chi={chi} steps={steps} schedule={schedule}\n"
                 f"lnZ/N={o['lnz_per_site']:.15f}  u={o['u']:.15f}{c_text}  ({o['seconds']:.2f} s)")
     return _emit(out, a.json, text, inputs)
-
-
-def _line(out):
-    return " ".join(f"{k}={v}" for k, v in out.items())
 
 
 def _cmd_chain(a):
@@ -379,23 +350,40 @@ def values_may_be_negative(argv):
     return out
 
 
-def main(argv=None):
-    """Entry point; returns the exit status (0 ok, 2 bad input, 3 a capped run timed out or
-    failed in its child process, 4 a result that is not finite, 1 an internal error)."""
+def main(argv=None, *, exiting=False):
+    """Entry point; returns the exit status (:data:`trgad.outcome.STATUSES`: 0 ok, 1 an
+    internal error, 2 bad input, 3 a capped run timed out or failed in its child process, 4
+    a result that is not finite, 5 a result that could not be written, 128+N stopped by
+    signal N).  SIGINT, SIGTERM and SIGHUP raise where the command is, so the child
+    processes it started are ended and its temporary folders removed before it returns
+    (:func:`trgad.runtime.children.stop_on_signals`; ``exiting``: the process ends when this
+    returns, ``python -m trgad``, and later signals are ignored until it does)."""
+    with stop_on_signals(exiting):
+        return _main(argv)
+
+
+def _main(argv):
     commands = {"trg": _cmd_trg, "chain": _cmd_chain, "probe": _cmd_probe, "bench": _cmd_bench,
                 "tenferro": _cmd_tenferro}
     try:
         a = _parser().parse_args(values_may_be_negative(sys.argv[1:] if argv is None else list(argv)))
+        check_stdout()                  # nowhere to print the result: say so before the work
         return commands[a.command](a)
-    except (InputError, _NotFinite, tenferro.TenferroError) as e:
+    except (InputError, NotFinite, tenferro.TenferroError) as e:
         print(f"trgad: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, InputError) else 4 if isinstance(e, _NotFinite) else 3
+        return 2 if isinstance(e, InputError) else 4 if isinstance(e, NotFinite) else 3
+    except Unwritable as e:
+        print(f"trgad: error: the result could not be written to stdout ({e})", file=sys.stderr)
+        return UNWRITABLE
     except (ArithmeticError, np.linalg.LinAlgError) as e:
         print(f"trgad: error: numerical failure, {type(e).__name__}: {e}", file=sys.stderr)
         return 4
     except KeyboardInterrupt:
-        print("trgad: interrupted", file=sys.stderr)
+        print("trgad: interrupted (every process it started is ended)", file=sys.stderr)
         return 130
+    except Stopped as e:
+        print(f"trgad: stopped by {e} (every process it started is ended)", file=sys.stderr)
+        return 128 + e.signum
     except Exception as e:  # one line, never a traceback (TRGAD_DEBUG=1 shows it)
         if os.environ.get("TRGAD_DEBUG"):
             raise

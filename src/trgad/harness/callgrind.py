@@ -10,12 +10,22 @@ that calls itself appears as ``name'2`` (callgrind's name for the recursive leve
 
 :func:`call_counts` reads a file into ``{(caller, callee): calls}``; :func:`calls_to`
 splits the calls of one function into the calls made from outside it and those it makes
-into itself (the recursion).
+into itself (the recursion); :func:`count_inside` runs a program under callgrind once per
+place counted, side by side, and reads the files.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import tempfile
 from collections import Counter
+
+from ..runtime.children import run_commands, signal_name
+
+
+class CallgrindError(RuntimeError):
+    """A callgrind run that could not start, failed or passed its timeout; one line."""
 
 _NAME = re.compile(r"\((\d+)\)(?: (.*))?$")
 
@@ -70,3 +80,46 @@ def calls_to(counts, function):
             outside += n
             callers[caller] += n
     return outside, recursive, callers.most_common()
+
+
+def failure(result):
+    """How a run (:class:`trgad.runtime.children.CommandResult`) that exited other than 0
+    ended, for a message: ``failed (exit 2): <its last line on stderr>`` or ``was killed by
+    SIGKILL: ...``."""
+    name = signal_name(result.status)
+    how = f"was killed by {name}" if name else f"failed (exit {result.status})"
+    return f"{how}: {result.last_error or 'no message'}"
+
+
+def count_inside(valgrind, cmd, functions, callee, timeout, label, optional=()):
+    """Calls of ``callee`` made while each function of ``functions`` (``{place: demangled
+    name}``) runs, in one callgrind run of ``cmd`` per place, all side by side
+    (:func:`trgad.runtime.children.run_commands`: one wait, so a Ctrl-C, a signal or the
+    ``timeout`` ends them all at once, and their temporary folders ``trgad-callgrind-*``
+    go): ``{place: calls_to(...)}``.  A place not in ``optional`` must appear in its file
+    (else the program lacks the function).  Raises CallgrindError naming ``label``."""
+    with contextlib.ExitStack() as folders:
+        outs = {w: os.path.join(folders.enter_context(tempfile.TemporaryDirectory(prefix="trgad-callgrind-")),
+                                "callgrind.out") for w in functions}
+        cmds = [[valgrind, "--tool=callgrind", f"--callgrind-out-file={outs[w]}", "--dump-instr=no",
+                 f"--toggle-collect={f}", *cmd] for w, f in functions.items()]
+        try:
+            results = run_commands(cmds, timeout)
+        except OSError as e:
+            raise CallgrindError(f"valgrind could not be started: {e}") from None
+        found = {}
+        for (where, function), result in zip(functions.items(), results):
+            if not result.returned:
+                raise CallgrindError(f"callgrind of {label} did not return within {timeout:g} s "
+                                     f"(process groups killed)")
+            if result.status != 0 or not os.path.isfile(outs[where]):
+                raise CallgrindError(f"callgrind of {label} {failure(result)}")
+            try:
+                counts = call_counts(outs[where])
+            except ValueError as e:
+                raise CallgrindError(f"callgrind of {label} wrote a file it cannot read: {e}") from None
+            if where not in optional and not any(caller == function for caller, _ in counts):
+                raise CallgrindError(f"{cmd[0]} has no function {function}: it was built from an older "
+                                     f"harness (reinstall: pip install -r requirements.txt)")
+            found[where] = calls_to(counts, callee)
+        return found

@@ -6,7 +6,7 @@ requirements.txt`` builds it with setuptools-rust), and once more against the ne
 measured, :data:`NEWEST` (``trgad-tenferro-0-9-0``, ``tenferro-harness/v0.9.0/``, its own
 lock; same source).  Each call here runs it once as a child process
 in a session of its own, with a hard timeout that kills its whole process group
-(:func:`trgad.runtime.timing.run_command`), and returns the one JSON object it printed, plus
+(:func:`trgad.runtime.children.run_command`), and returns the one JSON object it printed, plus
 ``returned`` (False when the timeout ended it: then only ``timeout_s`` and ``seconds``) and
 ``seconds`` (wall time of the child, start-up included).  Everything runs on tenferro-rs's
 ``CpuEngine::serial()`` (one thread), the source report's setting.
@@ -31,7 +31,10 @@ in a session of its own, with a hard timeout that kills its whole process group
   pass) and ``min_ms`` (the fastest of ``repeats`` after it).
 
 Errors: :class:`trgad.runtime.validate.InputError` for a value out of range (checked here, before a
-child starts); :class:`TenferroError` (one line) when the program is not built or fails.
+child starts; the chain's ranges :data:`CHAIN_RANGES` are the program's own); :class:`TenferroError`
+(one line) when the program is not built or not executable, fails, is killed by a signal
+(named) or prints an answer that is not its own (:func:`trgad.harness.answers.program_answer`:
+every field of its mode typed and in range, the arguments echoed).
 """
 from __future__ import annotations
 
@@ -44,11 +47,11 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from . import callgrind
+from . import answers, callgrind
 from ..physics import trg
-from ..runtime.timing import run_command
-from ..runtime.validate import (InputError, check_beta, check_chain, check_chi, check_choice,
-                                check_range, check_repeats, check_steps, check_timeout)
+from ..runtime.children import run_command
+from ..runtime.validate import (InputError, check_beta, check_chi, check_choice, check_int, check_point,
+                                X0_MIN, check_repeats, check_steps, check_timeout, format_bound)
 
 #: The tenferro-rs release the harness is built against (its Cargo.toml pins ``=0.8.0``).
 VERSION = "0.8.0"
@@ -69,6 +72,15 @@ BUILDS = ("stock", "fixed")
 PROGRAM = "trgad-tenferro"
 #: Default hard timeout of one run, seconds.
 TIMEOUT_SECONDS = 60.0
+#: The chain's ranges (:func:`chain`), the program's too (``tenferro-harness/src/main.rs``
+#: refuses a value outside them with the same words): depth in [1, CHAIN_DEPTH_MAX] (the
+#: transform doubles with every layer: 2**64 is past any timeout), fanout in [1,
+#: CHAIN_FANOUT_MAX], x0 0 or a finite number with |x0| in [X0_MIN, CHAIN_X0_MAX] (y**K / K
+#: stays finite for |x0| <= 1e6 at depth 1; beyond it the result is an overflow, not a point).
+CHAIN_DEPTH_MAX, CHAIN_FANOUT_MAX, CHAIN_X0_MAX = 64, 8, 1e6
+#: The chain's ranges as the help and the messages say them.
+CHAIN_RANGES = {"depth": f"in [1, {CHAIN_DEPTH_MAX}]", "fanout": f"in [1, {CHAIN_FANOUT_MAX}]",
+                "x0": f"0 or a finite number with {X0_MIN!r} <= |x0| <= {format_bound(CHAIN_X0_MAX)}"}
 
 
 class TenferroError(RuntimeError):
@@ -102,6 +114,10 @@ def binary(version=VERSION, build="stock"):
     found = shutil.which(name)
     if found:
         return found
+    for candidate in (beside, Path(sys.executable).parent / name):
+        if candidate.is_file():
+            raise TenferroError(f"{candidate} is installed but not executable (its execute bit is off: "
+                                f"chmod +x it, or reinstall with pip install -r requirements.txt)")
     raise TenferroError(f"{name} is not installed: it needs Rust's cargo (rustup) and is built by "
                         f"`pip install -r requirements.txt` (tenferro-harness/)")
 
@@ -131,7 +147,9 @@ def _program(version, build):
     return version, build
 
 
-def _run(args, timeout, version=VERSION, build="stock"):
+def _run(args, timeout, version=VERSION, build="stock", given=None):
+    """One run of the program with ``args``; its answer checked against ``given``, the
+    arguments it must echo (:func:`trgad.harness.answers.program_answer`)."""
     try:
         result = run_command([binary(version, build), *args], timeout)
     except OSError as e:
@@ -143,15 +161,15 @@ def _run(args, timeout, version=VERSION, build="stock"):
             out["transform_started_ms"] = float(started.group(1))
         return out
     if result.status != 0:
-        raise TenferroError(f"{PROGRAM} {args[0]} failed (exit {result.status}): "
-                            f"{result.last_error or 'no message'}")
+        raise TenferroError(f"{PROGRAM} {args[0]} {callgrind.failure(result)}")
     lines = result.stdout.strip().splitlines()
+    mode = "eager" if "--eager" in args else args[0]
     try:
-        out = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        out = None
-    if not isinstance(out, dict):
-        raise TenferroError(f"{PROGRAM} {args[0]} printed no JSON object")
+        if not lines:
+            raise answers.BadAnswer("it printed nothing")
+        out = answers.program_answer(lines[-1], mode, given or {})
+    except answers.BadAnswer as e:
+        raise TenferroError(f"{PROGRAM} {args[0]} gave no answer of its own: {e}") from None
     out.update(returned=True, seconds=result.seconds)
     return out
 
@@ -182,22 +200,29 @@ def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSIO
     """:func:`whole` for a caller that checked its arguments."""
     args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
     return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout,
-                version, build)
+                version, build, _lattice(args, steps, beta))
+
+
+def _lattice(args, steps, beta):
+    """What a run of ``whole`` or ``staged`` with ``args`` must echo."""
+    return {"steps": steps, "schedule": [int(k) for k in args[2].split(",")], "beta": beta}
 
 
 def _chain_args(depth, fanout, x0):
-    """The chain's arguments, checked: the harness takes depth <= 64 and fanout <= 8."""
-    depth, fanout = check_chain(depth, fanout)
-    if depth > 64 or fanout > 8:
-        raise InputError(f"depth={depth}, fanout={fanout}: the harness takes depth <= 64, fanout <= 8")
-    x0 = check_range("x0", x0, -1e6, 1e6)
+    """The chain's arguments, checked against :data:`CHAIN_RANGES` (the program's own)."""
+    depth = check_int("depth", depth, 1, CHAIN_DEPTH_MAX)
+    fanout = check_int("fanout", fanout, 1, CHAIN_FANOUT_MAX)
+    x0 = check_point("x0", x0, CHAIN_X0_MAX)
     return ["chain", "--depth", str(depth), "--fanout", str(fanout), "--x0", repr(x0)]
 
 
 def chain(depth, fanout=2, x0=2.0, *, version=VERSION, build="stock", timeout=TIMEOUT_SECONDS):
     """``ad.grad`` of the mul chain y <- y**fanout / fanout to ``depth`` at ``x0`` (2 is the
-    fixed point of y*y/2: the gradient is 2**depth), with tenferro-rs ``version``, ``build``."""
-    return _run(_chain_args(depth, fanout, x0), check_timeout(timeout), *_program(version, build))
+    fixed point of y*y/2: the gradient is 2**depth), with tenferro-rs ``version``, ``build``
+    (ranges: :data:`CHAIN_RANGES`)."""
+    args = _chain_args(depth, fanout, x0)
+    given = {"depth": int(args[2]), "fanout": int(args[4]), "x0": float(args[6])}
+    return _run(args, check_timeout(timeout), *_program(version, build), given)
 
 
 def staged(steps=20, beta=0.3, chi=16, *, repeats=3, build="stock", timeout=TIMEOUT_SECONDS):
@@ -214,7 +239,7 @@ def staged_unchecked(steps, beta, chi, *, repeats=3, build="stock", timeout=TIME
     """:func:`staged` for a caller that checked its arguments."""
     args = ["staged", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta),
             "--repeats", str(repeats)]
-    return _run(args, timeout, VERSION, build)
+    return _run(args, timeout, VERSION, build, {**_lattice(args, steps, beta), "repeats": repeats})
 
 
 # ---- exact counts: callgrind ------------------------------------------------------------
@@ -244,54 +269,39 @@ def _valgrind():
     return found
 
 
-def _callgrind(args, where, version, build, timeout):
-    """Calls of :data:`KEY_EQ` made inside ``where`` (a key of :data:`COUNTED`) in one run
-    of the harness under callgrind: ``(outside, recursive, callers)`` (see
-    :func:`trgad.harness.callgrind.calls_to`)."""
-    import tempfile
-
-    function = COUNTED[where].format(crate=_name(version, build).replace("-", "_"))
-    with tempfile.TemporaryDirectory(prefix="trgad-callgrind-") as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-               f"--toggle-collect={function}", binary(version, build), *args]
-        try:
-            result = run_command(cmd, timeout)
-        except OSError as e:
-            raise TenferroError(f"valgrind could not be started: {e}") from None
-        if not result.returned:
-            raise TenferroError(f"callgrind of {PROGRAM} {args[0]} did not return within "
-                                f"{timeout:g} s (process group killed)")
-        if result.status != 0 or not os.path.isfile(out):
-            raise TenferroError(f"callgrind of {PROGRAM} {args[0]} failed (exit {result.status}): "
-                                f"{result.last_error or 'no message'}")
-        counts = callgrind.call_counts(out)
-        if where != "registry" and not any(caller == function for caller, _ in counts):
-            raise TenferroError(f"{binary(version, build)} has no function {function}: it was built "
-                                f"from an older harness (reinstall: pip install -r requirements.txt)")
-        return callgrind.calls_to(counts, KEY_EQ)
+def _callgrind(args, version, build, timeout):
+    """Calls of :data:`KEY_EQ` inside each place of :data:`COUNTED`, three callgrind runs
+    side by side (:func:`trgad.harness.callgrind.count_inside`)."""
+    functions = {w: f.format(crate=_name(version, build).replace("-", "_")) for w, f in COUNTED.items()}
+    try:
+        return callgrind.count_inside(_valgrind(), [binary(version, build), *args], functions, KEY_EQ,
+                                      timeout, f"{PROGRAM} {args[0]}", optional=("registry",))
+    except callgrind.CallgrindError as e:
+        raise TenferroError(str(e)) from None
 
 
-def _cached(parts, compute):
-    """``compute()`` once per machine: the result is kept as JSON under the cache folder
+def _cached(parts, arguments, compute):
+    """``compute()`` once per machine: the count is kept as JSON under the cache folder
     (:func:`trgad.runtime.cache.root`), keyed by a hash of ``parts``, which name the harness
-    binary's content, valgrind's version and the arguments."""
+    binary's content, valgrind's version and the arguments.  A kept entry is used only
+    when it passes :func:`trgad.harness.answers.kept_count` (the key it was stored under,
+    ``arguments``, whole counts that add up); any other is counted again and replaced."""
     from ..runtime import cache
 
     root = cache.root()
-    key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
-    path = None if root is None else Path(root) / "callgrind" / f"{key}.json"
+    key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    path = None if root is None else Path(root) / "callgrind" / f"{key[:24]}.json"
     if path is not None and path.is_file():
         try:
-            return json.loads(path.read_text())
-        except ValueError:
-            path.unlink(missing_ok=True)
+            return answers.kept_count(answers.parse(path.read_text()), key, arguments)
+        except (OSError, UnicodeDecodeError, answers.BadAnswer):
+            pass
     result = compute()
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(result))
+            tmp.write_text(json.dumps({"key": key, "count": result}))
             os.replace(tmp, path)
         except OSError:
             pass
@@ -333,16 +343,12 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
         args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
                 "--beta", repr(beta)]
     path = binary(version, build)
-    parts = [_file_hash(path), _valgrind_version(), args, KEY_EQ, COUNTED]
+    parts = [_file_hash(path), _valgrind_version(timeout), args, KEY_EQ, COUNTED]
+    arguments = {"graph": graph, "version": version, "build": build, "args": args}
 
     def compute():
-        from concurrent.futures import ThreadPoolExecutor
-
-        out = {"graph": graph, "version": version, "build": build, "args": args}
-        wheres = ("transform", "drop", "registry")
-        with ThreadPoolExecutor(len(wheres)) as pool:    # three children; the counts are exact
-            runs = list(pool.map(lambda w: _callgrind(args, w, version, build, timeout), wheres))
-        for where, (outside, nested, callers) in zip(wheres, runs):
+        out = dict(arguments)
+        for where, (outside, nested, callers) in _callgrind(args, version, build, timeout).items():
             if where == "registry":
                 out["eq_nested_registry"] = nested
                 continue
@@ -351,7 +357,7 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
             out[f"callers_{where}"] = [[name, n] for name, n in callers]
         return out
 
-    return _cached(parts, compute)
+    return _cached(parts, arguments, compute)
 
 
 def walk(result, where="transform"):
@@ -362,6 +368,14 @@ def walk(result, where="transform"):
     return result[f"eq_nested_{where}"] + dict(result[f"callers_{where}"]).get(OPERATION_EQ, 0)
 
 
-def _valgrind_version():
-    result = run_command([_valgrind(), "--version"], 30.0)
+def _valgrind_version(timeout):
+    """valgrind's version (part of a count's key), its run bounded by ``timeout`` too."""
+    try:
+        result = run_command([_valgrind(), "--version"], timeout)
+    except OSError as e:
+        raise TenferroError(f"valgrind could not be started: {e}") from None
+    if not result.returned:
+        raise TenferroError(f"valgrind --version did not return within {timeout:g} s (process group killed)")
+    if result.status != 0:
+        raise TenferroError(f"valgrind --version {callgrind.failure(result)}")
     return result.stdout.strip()

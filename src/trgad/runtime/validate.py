@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import numbers
-import numpy as np
+import re
 import sys
+
+import numpy as np
 
 
 class InputError(ValueError):
@@ -65,6 +67,20 @@ REPEATS_MAX = 100
 CHAIN_MAX_OPS = 100_000
 
 
+#: Longest text of a value a message shows; a longer one is cut (:func:`shown`).
+SHOWN_MAX = 60
+_DIGITS = re.compile(r"[+-]?\d[\d_]*")
+
+
+def shown(value, limit=SHOWN_MAX):
+    """``repr(value)`` for a message, cut to about ``limit`` characters: a value typed
+    100,000 characters long is named by its start and its length, never echoed whole."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(value) if isinstance(value, str) else len(text)} characters)"
+
+
 def _number(name, value, kind):
     try:
         if kind is int:
@@ -73,28 +89,34 @@ def _number(name, value, kind):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
             if isinstance(value, str):
-                return int(value.strip())
+                text = value.strip()
+                if len(text) > 4000 and _DIGITS.fullmatch(text):
+                    # an integer too long for int() (Python's limit on digits): as large as
+                    # it is, out of every range, the answer a 4,000-digit one gets
+                    return -math.inf if text.startswith("-") else math.inf
+                return int(text)
             return int(value)
         if isinstance(value, bool):
             raise ValueError
         return float(value)
     except (TypeError, ValueError, OverflowError):
         what = "an integer" if kind is int else "a number"
-        raise InputError(f"{name}={value!r} is not {what}") from None
+        raise InputError(f"{name}={shown(value)} is not {what}") from None
 
 
 def check_int(name, value, low, high=None):
     """``value`` as an int in [low, high] (high=None: no upper bound)."""
     v = _number(name, value, int)
-    if v < low or (high is not None and v > high):
+    if v < low or (high is not None and v > high) or isinstance(v, float):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        allowed += " of at most 4000 digits" if high is None and isinstance(v, float) else ""
         raise InputError(f"{name}={_typed(value, v)} is out of range: {name} must be an integer {allowed}")
     return v
 
 
 def _typed(raw, converted):
     """A value as the user gave it: the text as typed (command line), else its repr."""
-    return repr(raw.strip()) if isinstance(raw, str) else repr(converted)
+    return shown(raw.strip()) if isinstance(raw, str) else shown(converted)
 
 
 def format_bound(x):
@@ -137,16 +159,28 @@ def check_beta(beta):
     return v
 
 
-def check_point(name, value):
+def check_point(name, value, high=None):
     """A point of differentiation or a starting value: 0 or a finite float with |value| >=
     X0_MIN (the smallest normal float64: JAX on the CPU flushes subnormals to zero, so it
-    would differentiate at 0 instead).  Raises InputError naming the value."""
+    would differentiate at 0 instead), and at most ``high`` if given.  Text that is not 0
+    but rounds to 0 (``"1e-400"``) is refused too, not taken as 0.  Raises InputError
+    naming the value."""
     v = _number(name, value, float)
-    if not math.isfinite(v) or 0 < abs(v) < X0_MIN:
+    if (not math.isfinite(v) or 0 < abs(v) < X0_MIN or (high is not None and abs(v) > high)
+            or (v == 0 and _rounds_to_zero(value))):
+        allowed = f"|{name}| >= {X0_MIN!r}" if high is None else f"{X0_MIN!r} <= |{name}| <= {format_bound(high)}"
         raise InputError(f"{name}={_typed(value, v)} is out of range: {name} must be 0 or a finite number "
-                         f"with |{name}| >= {X0_MIN!r} (JAX on the CPU flushes smaller, subnormal "
-                         f"floats to zero)")
+                         f"with {allowed} (JAX on the CPU flushes smaller, subnormal floats to zero)")
     return v
+
+
+def _rounds_to_zero(value):
+    """Whether ``value``, text, names a number other than 0 (a nonzero digit before its
+    exponent) that float() rounds to 0."""
+    if not isinstance(value, str):
+        return False
+    mantissa = re.split(r"[eE]", value.strip(), maxsplit=1)[0]
+    return any(c.isdecimal() and int(c) for c in mantissa)
 
 
 def check_finite(name, value):
@@ -190,7 +224,7 @@ def check_choice(name, value, allowed):
     if new is not None and new in allowed and value not in allowed:
         return new
     if value not in allowed:
-        raise InputError(f"{name}={value!r} is not known: choose one of {', '.join(allowed)}")
+        raise InputError(f"{name}={shown(value)} is not known: choose one of {', '.join(allowed)}")
     return value
 
 
