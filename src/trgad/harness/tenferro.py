@@ -22,12 +22,15 @@ in a session of its own, with a hard timeout that kills its whole process group
   at its timeout has ``transform_started_ms``: when it entered ``ad.grad`` (the program
   says so on stderr before it does).  Times are one wall-clock sample each.
   ``eager=True``: the same graph in an eager session, ``backward()``: ``backward_ms``.
+  ``forward=True``: forward mode, tenferro-rs's own ``ad.jvp`` of the whole graph with
+  tangent 1 (``mode`` "forward"), timed and run as ``ad.grad`` is (``transform_ms``, ...).
 * :func:`chain` - y <- y**K / K to depth D: ``transform_ms``, ``drop_ms``, ``grad_ops``,
   ``grad``.
 * :func:`count` - exact calls of computegraph's key equality during ``ad.grad`` alone and
-  during the gradient's drop alone, counted by valgrind's callgrind (see :func:`count`).
-* :func:`staged` - one eager graph per TRG step on a fresh leaf, one VJP per step, the
-  cotangent passed back by hand: ``lnz_per_site``, ``grad``, ``u``, ``first_ms`` (the first
+  during the gradient's drop alone (``eager=True``: during the eager graph's ``backward()``),
+  counted by valgrind's callgrind (see :func:`count`).
+* :func:`staged` - the staged crate (``tenferro-harness/staged/``): one eager graph per TRG
+  step on a fresh leaf, one VJP per step, the cotangent passed back by hand: ``lnz_per_site``, ``grad``, ``u``, ``first_ms`` (the first
   pass) and ``min_ms`` (the fastest of ``repeats`` after it).
 
 Errors: :class:`trgad.runtime.validate.InputError` for a value out of range (checked here, before a
@@ -116,7 +119,7 @@ def available(version=VERSION, build="stock"):
     return True
 
 
-_STARTED = re.compile(r"ad\.grad started at ([0-9.]+) ms")
+_STARTED = re.compile(r"ad\.(?:grad|jvp) started at ([0-9.]+) ms")
 
 
 def _program(version, build):
@@ -161,28 +164,31 @@ def _schedule(steps, beta, chi):
     return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
 
 
-def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION, build="stock",
-          timeout=TIMEOUT_SECONDS):
+def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, forward=False, version=VERSION,
+          build="stock", timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
     steps at ``beta`` and bond dimension ``chi`` (the ranges of
     :mod:`trgad.runtime.validate`); see the module docstring for the keys.  ``keep=True``:
     the gradient graph is not dropped (``drop_ms`` None; the child's exit frees it), where
-    the drop would cost as much as the transform again.  ``version``: the tenferro-rs
+    the drop would cost as much as the transform again.  ``forward=True``: ``ad.jvp``
+    (forward mode) instead of ``ad.grad``.  ``version``: the tenferro-rs
     release (one of :data:`VERSIONS`), ``build`` (one of :data:`BUILDS`).  A run past
     ``timeout`` seconds is killed: ``returned`` False."""
-    if eager and keep:
-        raise InputError("eager=True and keep=True: keep applies to ad.grad's graph only")
+    if sum(map(bool, (eager, keep, forward))) > 1:
+        raise InputError(f"eager={eager}, keep={keep}, forward={forward}: at most one (keep applies "
+                         f"to ad.grad's graph only)")
     version, build = _program(version, build)
     return whole_unchecked(check_steps(steps), check_beta(beta), check_chi(chi), eager=eager,
-                           keep=keep, version=version, build=build, timeout=check_timeout(timeout))
+                           keep=keep, forward=forward, version=version, build=build,
+                           timeout=check_timeout(timeout))
 
 
-def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSION, build="stock",
-                    timeout=TIMEOUT_SECONDS):
+def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, forward=False, version=VERSION,
+                    build="stock", timeout=TIMEOUT_SECONDS):
     """:func:`whole` for a caller that checked its arguments."""
     args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
-    return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout,
-                version, build)
+    flags = [f"--{name}" for name, on in (("eager", eager), ("keep", keep), ("forward", forward)) if on]
+    return _run(args + flags, timeout, version, build)
 
 
 def _chain_args(depth, fanout, x0):
@@ -225,9 +231,11 @@ KEY_EQ = "<computegraph::types::ValueKey<Op> as core::cmp::PartialEq>::eq"
 #: Where callgrind counts, one run each: the harness's ``ad.grad`` and its drop of the
 #: gradient (never inlined, named for this), and, inside the transform, the library's
 #: registration of the derivative graph's metadata in its process-wide registry
-#: (tenferro-internal-ops ``src/ad/context.rs``).
+#: (tenferro-internal-ops ``src/ad/context.rs``); ``backward``: the eager graph's
+#: ``backward()`` (``count(..., eager=True)``).
 COUNTED = {"transform": "{crate}::transform", "drop": "{crate}::release",
-           "registry": "tenferro_ops::ad::context::register_scoped_global_metadata_batch*"}
+           "registry": "tenferro_ops::ad::context::register_scoped_global_metadata_batch*",
+           "backward": "{crate}::backward"}
 #: Hard timeout of one callgrind run (the programs run ~50x slower under it), seconds.
 COUNT_TIMEOUT_SECONDS = 300.0
 
@@ -302,7 +310,7 @@ def _file_hash(path):
     return h.hexdigest()
 
 
-def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=VERSION,
+def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, eager=False, version=VERSION,
           build="stock", timeout=COUNT_TIMEOUT_SECONDS):
     """Exact calls of computegraph's key equality (:data:`KEY_EQ`) in tenferro-rs ``version``
     (``build``: ``"fixed"`` counts the patched equality, same name),
@@ -319,9 +327,13 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
     from outside vary by a few between runs (a std HashMap seeds its hash at random, and a
     chance match of its 7-bit tags costs one call that stops at the fingerprint).  Each
     result is computed once per machine (kept under the cache folder, keyed by the binary's
-    content).  Needs valgrind: TenferroError in one line when it is missing."""
+    content).  ``eager=True`` (``graph="trg"``): the eager graph differentiated by
+    ``backward()`` instead, ``eq_calls_backward``, ``eq_nested_backward`` and
+    ``callers_backward`` alone.  Needs valgrind: TenferroError in one line when it is missing."""
     graph = check_choice("graph", graph, ("chain", "trg"))
     (version, build), timeout = _program(version, build), check_timeout(timeout)
+    if eager and graph != "trg":
+        raise InputError("eager=True counts the TRG's backward(): it needs graph='trg'")
     if graph == "chain":
         args = _chain_args(depth, fanout, 1.1)
     else:
@@ -329,13 +341,14 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
         args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
                 "--beta", repr(beta)]
     path = binary(version, build)
+    args += ["--eager"] if eager else []
     parts = [_file_hash(path), _valgrind_version(), args, KEY_EQ, COUNTED]
 
     def compute():
         from concurrent.futures import ThreadPoolExecutor
 
         out = {"graph": graph, "version": version, "build": build, "args": args}
-        wheres = ("transform", "drop", "registry")
+        wheres = ("backward",) if eager else ("transform", "drop", "registry")
         with ThreadPoolExecutor(len(wheres)) as pool:    # three children; the counts are exact
             runs = list(pool.map(lambda w: _callgrind(args, w, version, build, timeout), wheres))
         for where, (outside, nested, callers) in zip(wheres, runs):
