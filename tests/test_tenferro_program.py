@@ -80,14 +80,13 @@ def test_a_full_stdout_is_one_line_and_exit_five():
     assert len(lines) == 1 and "the result could not be written to stdout" in lines[0], r.stderr
 
 
-def test_a_closed_stdout_and_a_closed_pipe_are_exit_five():
-    closed = subprocess.run(f"exec 1>&-; exec {tenferro.binary()} chain --depth 2", shell=True,
-                            stderr=subprocess.PIPE, text=True, timeout=60)
-    assert closed.returncode == 5 and "could not be written" in closed.stderr, closed.stderr
-    piped = subprocess.run(f"{tenferro.binary()} chain --depth 2 | true; "
-                           f"echo status ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash",
-                           capture_output=True, text=True, timeout=60)
-    assert "status 5" in piped.stdout and "panic" not in piped.stderr, piped
+def test_a_closed_pipe_is_one_line_and_exit_five():
+    # (a stdout closed before the start is /dev/null to a Rust program: its runtime opens it)
+    piped = subprocess.run(f"{tenferro.binary()} chain --depth 2 | true; echo status ${{PIPESTATUS[0]}}",
+                           shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60)
+    assert "status 5" in piped.stdout, piped
+    lines = piped.stderr.strip().splitlines()
+    assert len(lines) == 1 and "could not be written to stdout" in lines[0], piped.stderr
 
 
 def test_staged_u_equals_jax_staged_u():
@@ -113,7 +112,8 @@ def test_staged_crate_cargo_test():
         pytest.fail("cargo is not installed (README: rustup)")
     env = dict(os.environ)
     env.setdefault("CARGO_TARGET_DIR", str(HARNESS / "target"))     # where pip's build left the crates
-    r = subprocess.run([cargo, "test", "--locked", "--ignore-rust-version", "--release"],
+    r = subprocess.run([cargo, "test", "--locked", "--ignore-rust-version", "--release", "--",
+                        "--test-threads=1"],                     # two timings never side by side
                        cwd=HARNESS / "staged", env=env, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     assert "test result: ok. 4 passed; 0 failed" in r.stdout, r.stdout[-3000:]

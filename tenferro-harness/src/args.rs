@@ -15,7 +15,7 @@ pub const BETA_MIN: f64 = 1e-10;
 pub const BETA_MAX: f64 = 350.0;
 /// The exit statuses, as every help ends.
 pub const STATUSES: &str = "exit status: 0 ok, 1 tenferro-rs failed, 2 bad input, 5 the result could not be \
-written to stdout (closed, full or a closed pipe), 101 a panic inside tenferro-rs.";
+written to stdout (a full disk, a closed pipe), 101 a panic inside tenferro-rs.";
 
 /// How `whole` differentiates the traced graph.
 pub enum How {

@@ -190,9 +190,9 @@ fn chain(depth: usize, fanout: usize, x0: f64) -> Res<Value> {
     }))
 }
 
-/// One staged pass of the TRG by the staged crate: (lnZ/N, d lnZ/N / d beta).  The state
-/// is the one tensor T_i; step i's term is ln||T_i|| / 2^i, the first 2 beta, the last
-/// ln tr T_n / 2^n (trgad.physics.trg.lnz_from_steps).
+/// One staged pass: (lnZ/N, d lnZ/N / d beta).
+/// By the staged crate (../staged/src/lib.rs): the state is the one tensor T_i; the terms
+/// are 2 beta, ln||T_i|| / 2^i per step and ln tr T_n / 2^n (trgad.physics.trg.lnz_from_steps).
 fn staged_once(rt: &std::sync::Arc<tenferro_ad::EagerRuntime>, ks: &[usize], beta: f64) -> Res<(f64, f64)> {
     let n = ks.len();
     let mut engine = CpuEngine::serial();
@@ -235,17 +235,11 @@ fn staged(schedule: &[usize], beta: f64, repeats: usize) -> Res<Value> {
 }
 
 /// Write the result as one line on stdout: 0, or 5 after one line on stderr when it cannot
-/// be written (stdout closed, a full disk, a closed pipe: Rust ignores SIGPIPE).
+/// be written (a full disk, a closed pipe: Rust ignores SIGPIPE).  A stdout closed before
+/// the start is /dev/null to a Rust program (its runtime opens it there), as with `>/dev/null`.
 fn emit(out: &Value) -> ExitCode {
-    use std::os::fd::AsFd;
-    // a closed stdout would swallow the line silently (Rust's stdout ignores EBADF): write
-    // through a duplicate of it, whose making fails when it is closed
-    let written = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map(std::fs::File::from)
-        .and_then(|mut f| writeln!(f, "{out}").and_then(|_| f.flush()));
-    match written {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{out}").and_then(|_| stdout.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             args::say(&format!("trgad-tenferro: the result could not be written to stdout: {e}"));
