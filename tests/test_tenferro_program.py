@@ -117,3 +117,12 @@ def test_staged_crate_cargo_test():
                        cwd=HARNESS / "staged", env=env, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     assert "test result: ok. 4 passed; 0 failed" in r.stdout, r.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="needs valgrind")
+def test_eager_backward_counted_like_ad_grad():
+    # backward() walks the key as ad.grad does: this build gave 21667, 359271, 5765093
+    # nested comparisons at 1, 2, 3 steps (x16 a step)
+    nested = [tenferro.count("trg", steps=n, eager=True)["eq_nested_backward"] for n in (1, 2, 3)]
+    assert nested[1] > 8 * nested[0] and nested[2] > 8 * nested[1], nested
