@@ -1,11 +1,10 @@
 """tenferro-rs 0.8.0 itself, through the book's harness (tenferro-harness/, trgad.harness.tenferro):
 its gradients against JAX's, its gradient program linear in the steps, its transform
 exponential, the capped run killed with nothing left running, the staged VJPs equal to the
-whole graph, bad arguments refused in one line.
+whole graph (the programs run directly: test_tenferro_program.py).
 
 The harness is built by README's install; without it these tests fail (in CI) or skip."""
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -156,14 +155,3 @@ def test_cli_timeout_exit_three(cli):
 def test_cli_non_finite_gradient_exits_four(cli):
     r = cli("tenferro", "chain", "--depth", "12", "--x0", "3")     # 3**(2**12) overflows
     assert r.returncode == 4 and "grad is not a finite number" in r.stderr
-
-
-@pytest.mark.parametrize("args,needle", [(["whole", "--schedule", "2,99"], "step 1 keeps 99"),
-                                         (["chain"], "--depth is required"),
-                                         (["chain", "--depth", "3", "--bogus", "1"], "unknown option"),
-                                         (["nothing"], "unknown command")])
-def test_program_refuses_bad_arguments_in_one_line(args, needle):
-    r = subprocess.run([tenferro.binary(), *args], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], r.stderr

@@ -1,48 +1,44 @@
 //! trgad-tenferro: the book's measurements of tenferro-rs 0.8.0, one JSON object per run.
 //!
-//!     trgad-tenferro whole  --schedule 2,4,4 [--beta 0.3] [--eager | --keep]
+//!     trgad-tenferro whole  --schedule 2,4,4 [--beta 0.3] [--eager | --forward | --keep]
 //!     trgad-tenferro chain  --depth 20 [--fanout 2] [--x0 2]
 //!     trgad-tenferro staged --schedule 2,4,4,16,... [--beta 0.3] [--repeats 3]
 //!
 //! `whole`: lnZ/N of the TRG (src/trg.rs) as one traced graph; times `ad.grad` (the
 //! transform), compiling, preparing and running the gradient program, and, apart, dropping
 //! the gradient graph (`--keep`: not dropped, freed by the exit); counts the program's
-//! operations.  `--eager`: the same graph built in
-//! an eager session and differentiated by `backward()`.  `chain`: y <- y^K / K to depth D
-//! (each value used K times per layer).  `staged`: one eager graph per TRG step on a fresh
-//! leaf, one VJP per step, the cotangent passed back by hand along both paths.
+//! operations.  `--eager`: the same graph built in an eager session and differentiated by
+//! `backward()`.  `--forward`: forward mode, `ad.jvp` with tangent 1, timed as `ad.grad`.
+//! `chain`: y <- y^K / K to depth D (each value used K times per layer).  `staged`: the
+//! staged crate (staged/): one eager graph per TRG step on fresh leaves, one VJP per step.
 //! Everything runs on `CpuEngine::serial()` (one thread), as in the source report.  Bad
-//! arguments: one line on stderr, exit status 2.  The Python side (`trgad.tenferro`) runs
-//! this program as a child process with a hard timeout.
+//! arguments: one line on stderr, exit status 2 (src/args.rs; `--help` lists the options).
+//! The Python side (trgad.harness.tenferro) runs this program as a child process with a
+//! hard timeout.
 
+mod args;
 mod trg;
 
-use std::collections::HashMap;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tenferro_ad::{AdContext, EagerRuntime, EagerTensor, Tensor};
+use serde_json::{Value, json};
+use tenferro_ad::{AdContext, EagerTensor, Tensor};
 use tenferro_cpu::CpuEngine;
 use tenferro_runtime::{ExecutionEngine, GraphCompiler, Runtime, TracedTensor};
 
+use args::{Command, How};
+use staged::{ad_context, eager_runtime, scalar_of};
 use trg::{Res, Traced};
-
-/// The book's range of beta (trgad.runtime.validate.BETA_MIN, BETA_MAX): where the TRG
-/// resolves u and c, and e^(-2 beta) is still a normal float.
-const BETA_MIN: f64 = 1e-10;
-const BETA_MAX: f64 = 350.0;
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// A JSON number (null for a non-finite one).
-fn num(x: f64) -> String {
-    if x.is_finite() { format!("{x:?}") } else { "null".into() }
-}
-
-fn list(xs: &[usize]) -> String {
-    format!("[{}]", xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))
+/// A time in ms, or null (JSON has no NaN) for one not measured.
+fn opt(x: f64) -> Value {
+    if x.is_finite() { json!(x) } else { Value::Null }
 }
 
 fn cpu_runtime(engine: &CpuEngine) -> Res<Runtime> {
@@ -53,19 +49,7 @@ fn cpu_runtime(engine: &CpuEngine) -> Res<Runtime> {
     Ok(builder.build()?)
 }
 
-fn ad_context() -> Res<AdContext> {
-    let rules = tenferro_linalg::semantic_ad_rules()?;
-    Ok(AdContext::builder().with_semantic_extension_rules(rules)?.build()?)
-}
-
-fn eager_runtime() -> Res<std::sync::Arc<EagerRuntime>> {
-    let rt = EagerRuntime::with_ad_context(&ad_context()?)?;
-    let id = tenferro_cpu::runtime_engine_id()?;
-    rt.install_extension_module(tenferro_linalg::extension_module::<CpuEngine>(id)?)?;
-    Ok(rt)
-}
-
-/// The scalar a traced graph computes, and the seconds its three phases took.
+/// The scalar a traced graph computes, and the milliseconds its three phases took.
 struct Ran {
     value: f64,
     ops: usize,
@@ -99,6 +83,21 @@ fn transform(ad: &AdContext, y: &TracedTensor, x: &TracedTensor) -> Res<TracedTe
     Ok(ad.grad(y, x)?)
 }
 
+/// `ad.jvp(y, x, dx)`, forward mode, under a name of ours, never inlined (callgrind:
+/// `--toggle-collect=trgad_tenferro::forward`).
+#[inline(never)]
+fn forward(ad: &AdContext, y: &TracedTensor, x: &TracedTensor, dx: &TracedTensor) -> Res<TracedTensor> {
+    Ok(ad.jvp(y, x, dx)?)
+}
+
+/// The eager graph's `backward()` under a name of ours, never inlined (callgrind:
+/// `--toggle-collect=trgad_tenferro::backward`).
+#[inline(never)]
+fn backward(y: &EagerTensor, engine: &mut CpuEngine) -> Res<()> {
+    y.backward(engine)?;
+    Ok(())
+}
+
 /// Dropping the gradient graph under a name of ours, never inlined (callgrind counts inside
 /// it alone, `--toggle-collect=trgad_tenferro::release`).
 #[inline(never)]
@@ -106,23 +105,24 @@ fn release(g: TracedTensor) {
     drop(g)
 }
 
-fn scalar_of(t: &EagerTensor) -> Res<f64> {
-    let v = t.to_tensor(&mut CpuEngine::serial())?;
-    Ok(v.as_slice::<f64>()?[0])
-}
-
+/// `ad.grad` (or, `forward`, `ad.jvp` with tangent 1) of lnZ/N as one traced graph.
 /// `keep`: leave the gradient graph alive (`drop_ms` null) and let the process's exit free
 /// it, for sizes whose drop would cost as much as the transform again.
-fn whole(schedule: &[usize], beta: f64, keep: bool) -> Res<String> {
+fn whole(schedule: &[usize], beta: f64, keep: bool, forward_mode: bool) -> Res<Value> {
     let start = Instant::now();
     let x = TracedTensor::from_vec_col_major(vec![], vec![beta])?;
     let lnz = trg::lnz_per_site(&mut Traced, &x, schedule)?;
     let primal = run_scalar(&lnz)?;
     let ad = ad_context()?;
     // one line, flushed, so that a run killed inside ad.grad shows when it went in
-    eprintln!("trgad-tenferro: ad.grad started at {:.1} ms", ms(start));
+    let what = if forward_mode { "ad.jvp" } else { "ad.grad" };
+    args::say(&format!("trgad-tenferro: {what} started at {:.1} ms", ms(start)));
     let t = Instant::now();
-    let g = transform(&ad, &lnz, &x)?;
+    let g = if forward_mode {
+        forward(&ad, &lnz, &x, &TracedTensor::from_vec_col_major(vec![], vec![1.0])?)?
+    } else {
+        transform(&ad, &lnz, &x)?
+    };
     let transform_ms = ms(t);
     let ran = run_scalar(&g)?;
     let drop_ms = if keep {
@@ -133,17 +133,16 @@ fn whole(schedule: &[usize], beta: f64, keep: bool) -> Res<String> {
         release(g);
         ms(t)
     };
-    Ok(format!(
-        "{{\"mode\": \"whole\", \"steps\": {}, \"schedule\": {}, \"beta\": {}, \"lnz_per_site\": {}, \
-         \"primal_ops\": {}, \"primal_compile_ms\": {}, \"transform_ms\": {}, \"drop_ms\": {}, \"grad_ops\": {}, \"compile_ms\": {}, \
-         \"prepare_ms\": {}, \"run_ms\": {}, \"grad\": {}}}",
-        schedule.len(), list(schedule), num(beta), num(primal.value), primal.ops,
-        num(primal.compile_ms), num(transform_ms),
-        num(drop_ms), ran.ops, num(ran.compile_ms), num(ran.prepare_ms), num(ran.run_ms), num(ran.value)
-    ))
+    Ok(json!({
+        "mode": if forward_mode { "forward" } else { "whole" }, "steps": schedule.len(),
+        "schedule": schedule, "beta": beta, "lnz_per_site": primal.value, "primal_ops": primal.ops,
+        "primal_compile_ms": primal.compile_ms, "transform_ms": transform_ms, "drop_ms": opt(drop_ms),
+        "grad_ops": ran.ops, "compile_ms": ran.compile_ms, "prepare_ms": ran.prepare_ms,
+        "run_ms": ran.run_ms, "grad": ran.value,
+    }))
 }
 
-fn whole_eager(schedule: &[usize], beta: f64) -> Res<String> {
+fn whole_eager(schedule: &[usize], beta: f64) -> Res<Value> {
     let rt = eager_runtime()?;
     let mut engine = CpuEngine::serial();
     let x = rt.variable_from(Tensor::from_vec_col_major(vec![], vec![beta])?)?;
@@ -151,23 +150,22 @@ fn whole_eager(schedule: &[usize], beta: f64) -> Res<String> {
     let lnz = rt.with_eager_session(&mut engine, |s| trg::lnz_per_site(s, &x, schedule))?;
     let forward_ms = ms(t);
     let t = Instant::now();
-    lnz.backward(&mut engine)?;
+    backward(&lnz, &mut engine)?;
     let backward_ms = ms(t);
     let grad = x.grad()?.ok_or("beta has no gradient")?;
     let grad = grad.as_slice::<f64>()?[0];
-    let value = scalar_of(&lnz)?;
+    let value = scalar_of(&lnz, &mut engine)?;
     let t = Instant::now();
     drop(lnz);
     let drop_ms = ms(t);
-    Ok(format!(
-        "{{\"mode\": \"eager\", \"steps\": {}, \"schedule\": {}, \"beta\": {}, \"lnz_per_site\": {}, \
-         \"forward_ms\": {}, \"backward_ms\": {}, \"drop_ms\": {}, \"grad\": {}}}",
-        schedule.len(), list(schedule), num(beta), num(value), num(forward_ms), num(backward_ms),
-        num(drop_ms), num(grad)
-    ))
+    Ok(json!({
+        "mode": "eager", "steps": schedule.len(), "schedule": schedule, "beta": beta,
+        "lnz_per_site": value, "forward_ms": forward_ms, "backward_ms": backward_ms,
+        "drop_ms": drop_ms, "grad": grad,
+    }))
 }
 
-fn chain(depth: usize, fanout: usize, x0: f64) -> Res<String> {
+fn chain(depth: usize, fanout: usize, x0: f64) -> Res<Value> {
     let x = TracedTensor::from_vec_col_major(vec![], vec![x0])?;
     let k = TracedTensor::from_vec_col_major(vec![], vec![fanout as f64])?;
     let mut y = x.clone();
@@ -186,57 +184,36 @@ fn chain(depth: usize, fanout: usize, x0: f64) -> Res<String> {
     let t = Instant::now();
     release(g);
     let drop_ms = ms(t);
-    Ok(format!(
-        "{{\"mode\": \"chain\", \"depth\": {depth}, \"fanout\": {fanout}, \"x0\": {}, \"transform_ms\": {}, \
-         \"drop_ms\": {}, \"grad_ops\": {}, \"run_ms\": {}, \"grad\": {}}}",
-        num(x0), num(transform_ms), num(drop_ms), ran.ops, num(ran.run_ms), num(ran.value)
-    ))
+    Ok(json!({
+        "mode": "chain", "depth": depth, "fanout": fanout, "x0": x0, "transform_ms": transform_ms,
+        "drop_ms": drop_ms, "grad_ops": ran.ops, "run_ms": ran.run_ms, "grad": ran.value,
+    }))
 }
 
 /// One staged pass: (lnZ/N, d lnZ/N / d beta).
-fn staged_once(
-    rt: &std::sync::Arc<EagerRuntime>,
-    schedule: &[usize],
-    beta: f64,
-) -> Res<(f64, f64)> {
-    let mut eng = CpuEngine::serial();
-    let b = rt.variable_from(Tensor::from_vec_col_major(vec![], vec![beta])?)?;
-    let t0 = rt.with_eager_session(&mut eng, |s| trg::initial_tensor(s, &b))?;
-    // forward: each step on a fresh leaf, so no graph reaches back past it
-    let mut cur = t0.clone();
-    let mut steps = Vec::with_capacity(schedule.len());
-    let mut lnz = 2.0 * beta;
-    for (i, &k) in schedule.iter().enumerate() {
-        let leaf = rt.variable_from(cur.to_tensor(&mut eng)?)?;
-        let d = trg::bond(schedule, i);
-        let (next, ln) =
-            rt.with_eager_session(&mut eng, |s| trg::trg_step(s, &leaf, d, k))?;
-        lnz += scalar_of(&ln)? * 0.5f64.powi(i as i32);
-        cur = next.clone();
-        steps.push((leaf, next, ln));
-    }
-    let n = schedule.len();
-    let last = rt.variable_from(cur.to_tensor(&mut eng)?)?;
-    let d_last = trg::bond(schedule, n);
-    let ln_tr =
-        rt.with_eager_session(&mut eng, |s| trg::ln_torus_trace(s, &last, d_last))?;
-    lnz += scalar_of(&ln_tr)? * 0.5f64.powi(n as i32);
-    // backward: T_i reaches lnZ through T_{i+1} and through ln||T_i|| / 2^i
-    let seed = |x: f64| {
-        let t = Tensor::from_vec_col_major(vec![], vec![x])?;
-        EagerTensor::from_tensor_in(t, rt.clone())
-    };
-    let mut ct = rt.vjp(&mut eng, &ln_tr, &last, &seed(0.5f64.powi(n as i32))?)?;
-    for (i, (leaf, next, ln)) in steps.iter().enumerate().rev() {
-        let a = rt.vjp(&mut eng, next, leaf, &ct)?;
-        let c = rt.vjp(&mut eng, ln, leaf, &seed(0.5f64.powi(i as i32))?)?;
-        ct = rt.with_eager_session(&mut eng, |s| s.add(&a, &c))?;
-    }
-    let g = rt.vjp(&mut eng, &t0, &b, &ct)?;
-    Ok((lnz, scalar_of(&g)? + 2.0))
+/// By the staged crate (../staged/src/lib.rs): the state is the one tensor T_i; the terms
+/// are 2 beta, ln||T_i|| / 2^i per step and ln tr T_n / 2^n (trgad.physics.trg.lnz_from_steps).
+fn staged_once(rt: &std::sync::Arc<tenferro_ad::EagerRuntime>, ks: &[usize], beta: f64) -> Res<(f64, f64)> {
+    let n = ks.len();
+    let mut engine = CpuEngine::serial();
+    staged::value_and_grad(
+        rt,
+        &mut engine,
+        beta,
+        n,
+        |s, b| Ok((vec![trg::initial_tensor(s, b)?], trg::Ops::scale(s, b, 2.0)?)),
+        |s, i, t| {
+            let (next, ln) = trg::trg_step(s, &t[0], trg::bond(ks, i), ks[i])?;
+            Ok((vec![next], trg::Ops::scale(s, &ln, 0.5f64.powi(i as i32))?))
+        },
+        |s, t| {
+            let ln_tr = trg::ln_torus_trace(s, &t[0], trg::bond(ks, n))?;
+            trg::Ops::scale(s, &ln_tr, 0.5f64.powi(n as i32))
+        },
+    )
 }
 
-fn staged(schedule: &[usize], beta: f64, repeats: usize) -> Res<String> {
+fn staged(schedule: &[usize], beta: f64, repeats: usize) -> Res<Value> {
     let rt = eager_runtime()?;
     let t = Instant::now();
     let (lnz, grad) = staged_once(&rt, schedule, beta)?;
@@ -250,125 +227,56 @@ fn staged(schedule: &[usize], beta: f64, repeats: usize) -> Res<String> {
             return Err("a repeated staged pass gave other values".into());
         }
     }
-    Ok(format!(
-        "{{\"mode\": \"staged\", \"steps\": {}, \"schedule\": {}, \"beta\": {}, \"lnz_per_site\": {}, \
-         \"grad\": {}, \"u\": {}, \"first_ms\": {}, \"min_ms\": {}, \"repeats\": {repeats}}}",
-        schedule.len(), list(schedule), num(beta), num(lnz), num(grad), num(-grad), num(first_ms),
-        if repeats > 0 { num(min_ms) } else { "null".into() }
-    ))
+    Ok(json!({
+        "mode": "staged", "steps": schedule.len(), "schedule": schedule, "beta": beta,
+        "lnz_per_site": lnz, "grad": grad, "u": -grad, "first_ms": first_ms, "min_ms": opt(min_ms),
+        "repeats": repeats,
+    }))
 }
 
-// ---- arguments: --name value pairs, checked here, one line on failure ----
-
-struct Args(HashMap<String, String>);
-
-impl Args {
-    fn parse(words: &[String], allowed: &[&str]) -> Result<Args, String> {
-        let mut map = HashMap::new();
-        let mut it = words.iter();
-        while let Some(w) = it.next() {
-            let name = w.strip_prefix("--").ok_or(format!("unexpected argument {w:?}"))?;
-            if !allowed.contains(&name) {
-                return Err(format!("unknown option --{name} (allowed: --{})", allowed.join(", --")));
-            }
-            let value = if name == "eager" || name == "keep" { "1".to_string() } else {
-                it.next().ok_or(format!("--{name} needs a value"))?.clone()
-            };
-            map.insert(name.to_string(), value);
+/// Write the result as one line on stdout: 0, or 5 after one line on stderr when it cannot
+/// be written (a full disk, a closed pipe: Rust ignores SIGPIPE).  A stdout closed before
+/// the start is /dev/null to a Rust program (its runtime opens it there), as with `>/dev/null`.
+fn emit(out: &Value) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{out}").and_then(|_| stdout.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            args::say(&format!("trgad-tenferro: the result could not be written to stdout: {e}"));
+            ExitCode::from(5)
         }
-        Ok(Args(map))
-    }
-    fn int(&self, name: &str, default: Option<usize>, lo: usize, hi: usize) -> Result<usize, String> {
-        let v = match self.0.get(name) {
-            Some(s) => s.parse::<usize>().map_err(|_| format!("--{name} {s:?} is not a whole number"))?,
-            None => default.ok_or(format!("--{name} is required"))?,
-        };
-        if v < lo || v > hi {
-            return Err(format!("--{name} {v} is out of range [{lo}, {hi}]"));
-        }
-        Ok(v)
-    }
-    fn real(&self, name: &str, default: f64, lo: f64, hi: f64) -> Result<f64, String> {
-        let v = match self.0.get(name) {
-            Some(s) => s.parse::<f64>().map_err(|_| format!("--{name} {s:?} is not a number"))?,
-            None => default,
-        };
-        if !(v >= lo && v <= hi) {
-            return Err(format!("--{name} {v} is out of range [{lo}, {hi}]"));
-        }
-        Ok(v)
-    }
-    /// The truncation schedule: comma-separated kept values, k <= D*D at every step.
-    fn schedule(&self) -> Result<Vec<usize>, String> {
-        let s = self.0.get("schedule").ok_or("--schedule is required (e.g. 2,4,4,16)")?;
-        let ks: Vec<usize> = s
-            .split(',')
-            .map(|w| w.trim().parse::<usize>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| format!("--schedule {s:?} is not a comma-separated list of whole numbers"))?;
-        if ks.is_empty() || ks.len() > 64 {
-            return Err(format!("--schedule has {} steps, allowed 1 to 64", ks.len()));
-        }
-        for (i, &k) in ks.iter().enumerate() {
-            let d = trg::bond(&ks, i);
-            if k < 1 || k > (d * d).min(64) {
-                return Err(format!("--schedule step {i} keeps {k}: allowed 1 to {} (D = {d})", (d * d).min(64)));
-            }
-        }
-        Ok(ks)
     }
 }
 
 fn main() -> ExitCode {
     // a panic inside tenferro-rs: one line naming it (the default hook ends on a hint)
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("trgad-tenferro: panic: {}", info.to_string().replace('\n', " "))
+        args::say(&format!("trgad-tenferro: panic: {}", info.to_string().replace('\n', " ")))
     }));
-    let words: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: trgad-tenferro whole|chain|staged [--options]; see src/main.rs";
-    let Some((cmd, rest)) = words.split_first() else {
-        eprintln!("{usage}");
-        return ExitCode::from(2);
-    };
-    let parsed: Result<Box<dyn FnOnce() -> Res<String>>, String> = (|| match cmd.as_str() {
-        "whole" => {
-            let a = Args::parse(rest, &["schedule", "beta", "eager", "keep"])?;
-            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, BETA_MIN, BETA_MAX)?);
-            if a.0.contains_key("eager") {
-                Ok(Box::new(move || whole_eager(&ks, beta)) as Box<dyn FnOnce() -> Res<String>>)
-            } else {
-                let keep = a.0.contains_key("keep");
-                Ok(Box::new(move || whole(&ks, beta, keep)) as Box<dyn FnOnce() -> Res<String>>)
-            }
-        }
-        "chain" => {
-            let a = Args::parse(rest, &["depth", "fanout", "x0"])?;
-            let (d, k) = (a.int("depth", None, 1, 64)?, a.int("fanout", Some(2), 1, 8)?);
-            let x0 = a.real("x0", 2.0, -1e6, 1e6)?;
-            Ok(Box::new(move || chain(d, k, x0)) as Box<dyn FnOnce() -> Res<String>>)
-        }
-        "staged" => {
-            let a = Args::parse(rest, &["schedule", "beta", "repeats"])?;
-            let (ks, beta) = (a.schedule()?, a.real("beta", 0.3, BETA_MIN, BETA_MAX)?);
-            let repeats = a.int("repeats", Some(3), 0, 100)?;
-            Ok(Box::new(move || staged(&ks, beta, repeats)) as Box<dyn FnOnce() -> Res<String>>)
-        }
-        other => Err(format!("unknown command {other:?}; {usage}")),
-    })();
-    let job = match parsed {
-        Ok(job) => job,
+    let command = match args::parse(std::env::args_os().skip(1)) {
+        Ok(c) => c,
         Err(msg) => {
-            eprintln!("trgad-tenferro: {msg}");
+            args::say(&format!("trgad-tenferro: error: {msg}"));
             return ExitCode::from(2);
         }
     };
-    match job() {
-        Ok(json) => {
-            println!("{json}");
-            ExitCode::SUCCESS
+    let result = match command {
+        Command::Help(text) => {
+            return match std::io::stdout().lock().write_all(text.as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::from(5),
+            };
         }
+        Command::Whole { schedule, beta, how: How::Grad { keep } } => whole(&schedule, beta, keep, false),
+        Command::Whole { schedule, beta, how: How::Forward } => whole(&schedule, beta, false, true),
+        Command::Whole { schedule, beta, how: How::Eager } => whole_eager(&schedule, beta),
+        Command::Chain { depth, fanout, x0 } => chain(depth, fanout, x0),
+        Command::Staged { schedule, beta, repeats } => staged(&schedule, beta, repeats),
+    };
+    match result {
+        Ok(out) => emit(&out),
         Err(e) => {
-            eprintln!("trgad-tenferro: tenferro-rs failed: {e}");
+            args::say(&format!("trgad-tenferro: tenferro-rs failed: {e}"));
             ExitCode::from(1)
         }
     }

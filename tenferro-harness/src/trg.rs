@@ -1,7 +1,9 @@
-//! The book's Levin-Nave TRG (`trgad.trg` in Python), written once for two tenferro-rs
+//! The book's Levin-Nave TRG (trgad.physics.trg in Python), written once for two tenferro-rs
 //! back ends: traced tensors (one graph, `ad.grad`) and an eager session (the staged VJPs).
+//! Each back end's [`Ops`] says only what differs: the elementwise operations, alike but for
+//! the call's form, are written by a macro.
 //!
-//! Conventions as in `trgad.trg`: T[l, u, r, d]; before step i, T_i is divided by its
+//! Conventions as in trgad.physics.trg: T[l, u, r, d]; before step i, T_i is divided by its
 //! Frobenius norm; sublattice A splits (l, u | r, d), sublattice B (u, r | d, l), each half
 //! carrying sqrt(s); the plaquette contraction "pqD,qrC,Brs,Asp->ABCD" gives T_{i+1}. The
 //! site tensor is scaled by e^{-2 beta} and lnZ/N gets 2 beta back, for beta > 0:
@@ -68,31 +70,19 @@ fn head_config(limits: &[usize]) -> SliceConfig {
 /// Traced tensors: every operation adds a node to one graph.
 pub struct Traced;
 
+macro_rules! traced_ops {
+    (unary: $($u:ident => $m:ident),*; binary: $($b:ident => $op:tt),*) => {
+        $(fn $u(&mut self, a: &TracedTensor) -> Res<TracedTensor> { Ok(a.$m()?) })*
+        $(fn $b(&mut self, a: &TracedTensor, b: &TracedTensor) -> Res<TracedTensor> { Ok((a $op b)?) })*
+    };
+}
+
 impl Ops for Traced {
     type T = TracedTensor;
+    traced_ops!(unary: exp => exp, expm1 => expm1, log => log, sqrt => sqrt;
+                binary: add => +, mul => *, div => /);
     fn constant(&mut self, shape: &[usize], data: Vec<f64>) -> Res<TracedTensor> {
         Ok(TracedTensor::from_vec_col_major(shape.to_vec(), data)?)
-    }
-    fn add(&mut self, a: &TracedTensor, b: &TracedTensor) -> Res<TracedTensor> {
-        Ok((a + b)?)
-    }
-    fn mul(&mut self, a: &TracedTensor, b: &TracedTensor) -> Res<TracedTensor> {
-        Ok((a * b)?)
-    }
-    fn div(&mut self, a: &TracedTensor, b: &TracedTensor) -> Res<TracedTensor> {
-        Ok((a / b)?)
-    }
-    fn exp(&mut self, a: &TracedTensor) -> Res<TracedTensor> {
-        Ok(a.exp()?)
-    }
-    fn expm1(&mut self, a: &TracedTensor) -> Res<TracedTensor> {
-        Ok(a.expm1()?)
-    }
-    fn log(&mut self, a: &TracedTensor) -> Res<TracedTensor> {
-        Ok(a.log()?)
-    }
-    fn sqrt(&mut self, a: &TracedTensor) -> Res<TracedTensor> {
-        Ok(a.sqrt()?)
     }
     fn sum_squares(&mut self, a: &TracedTensor) -> Res<TracedTensor> {
         Ok(a.reduce_sum_squares(None)?)
@@ -123,32 +113,20 @@ impl Ops for Traced {
     }
 }
 
+macro_rules! eager_ops {
+    ($($name:ident($($arg:ident),*)),*) => {
+        $(fn $name(&mut self, $($arg: &EagerTensor),*) -> Res<EagerTensor> {
+            Ok(EagerSession::$name(self, $($arg),*)?)
+        })*
+    };
+}
+
 /// An eager session: every operation runs at once and records its pullback.
 impl Ops for EagerSession<'_> {
     type T = EagerTensor;
+    eager_ops!(exp(a), expm1(a), log(a), sqrt(a), add(a, b), mul(a, b), div(a, b));
     fn constant(&mut self, shape: &[usize], data: Vec<f64>) -> Res<EagerTensor> {
         Ok(self.constant_from(Tensor::from_vec_col_major(shape.to_vec(), data)?)?)
-    }
-    fn add(&mut self, a: &EagerTensor, b: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::add(self, a, b)?)
-    }
-    fn mul(&mut self, a: &EagerTensor, b: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::mul(self, a, b)?)
-    }
-    fn div(&mut self, a: &EagerTensor, b: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::div(self, a, b)?)
-    }
-    fn exp(&mut self, a: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::exp(self, a)?)
-    }
-    fn expm1(&mut self, a: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::expm1(self, a)?)
-    }
-    fn log(&mut self, a: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::log(self, a)?)
-    }
-    fn sqrt(&mut self, a: &EagerTensor) -> Res<EagerTensor> {
-        Ok(EagerSession::sqrt(self, a)?)
     }
     fn sum_squares(&mut self, a: &EagerTensor) -> Res<EagerTensor> {
         let axes: Vec<usize> = (0..a.shape().len()).collect();
@@ -183,7 +161,7 @@ impl Ops for EagerSession<'_> {
 
 /// Ising site tensor T~ = T e^{-2 beta}, shape (2, 2, 2, 2), from a scalar beta > 0:
 /// e^2 M0 + e o M1 + o^2 M2 with e = 1 + e^{-2 beta}, o = -expm1(-2 beta) and the masks
-/// M_j = 1/2 where l + u + r + d = 2 j, else 0 (`trgad.ising.initial_tensor`).
+/// M_j = 1/2 where l + u + r + d = 2 j, else 0 (trgad.physics.ising.initial_tensor).
 pub fn initial_tensor<O: Ops>(ops: &mut O, beta: &O::T) -> Res<O::T> {
     let m2b = ops.scale(beta, -2.0)?;
     let one = ops.scalar(1.0)?;
@@ -259,7 +237,7 @@ pub fn bond(schedule: &[usize], i: usize) -> usize {
 }
 
 /// lnZ/N as one graph of `ops`, for beta > 0 and the truncation schedule; the terms are
-/// summed in `trgad.trg.lnz_from_steps`'s order (the trace's first), so that the rounding
+/// summed in trgad.physics.trg.lnz_from_steps's order (the trace's first), so that the rounding
 /// can match JAX's.
 pub fn lnz_per_site<O: Ops>(ops: &mut O, beta: &O::T, schedule: &[usize]) -> Res<O::T> {
     let mut t = initial_tensor(ops, beta)?;

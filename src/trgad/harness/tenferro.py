@@ -22,12 +22,15 @@ in a session of its own, with a hard timeout that kills its whole process group
   at its timeout has ``transform_started_ms``: when it entered ``ad.grad`` (the program
   says so on stderr before it does).  Times are one wall-clock sample each.
   ``eager=True``: the same graph in an eager session, ``backward()``: ``backward_ms``.
+  ``forward=True``: forward mode, tenferro-rs's own ``ad.jvp`` of the whole graph with
+  tangent 1 (``mode`` "forward"), timed and run as ``ad.grad`` is (``transform_ms``, ...).
 * :func:`chain` - y <- y**K / K to depth D: ``transform_ms``, ``drop_ms``, ``grad_ops``,
   ``grad``.
 * :func:`count` - exact calls of computegraph's key equality during ``ad.grad`` alone and
-  during the gradient's drop alone, counted by valgrind's callgrind (see :func:`count`).
-* :func:`staged` - one eager graph per TRG step on a fresh leaf, one VJP per step, the
-  cotangent passed back by hand: ``lnz_per_site``, ``grad``, ``u``, ``first_ms`` (the first
+  during the gradient's drop alone,
+  counted by valgrind's callgrind (see :func:`count`).
+* :func:`staged` - the staged crate (``tenferro-harness/staged/``): one eager graph per TRG
+  step on a fresh leaf, one VJP per step, the cotangent passed back by hand: ``lnz_per_site``, ``grad``, ``u``, ``first_ms`` (the first
   pass) and ``min_ms`` (the fastest of ``repeats`` after it).
 
 Errors: :class:`trgad.runtime.validate.InputError` for a value out of range (checked here, before a
@@ -132,7 +135,7 @@ def available(version=VERSION, build="stock"):
     return True
 
 
-_STARTED = re.compile(r"ad\.grad started at ([0-9.]+) ms")
+_STARTED = re.compile(r"ad\.(?:grad|jvp) started at ([0-9.]+) ms")
 
 
 def _program(version, build):
@@ -179,28 +182,31 @@ def _schedule(steps, beta, chi):
     return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
 
 
-def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, version=VERSION, build="stock",
-          timeout=TIMEOUT_SECONDS):
+def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, forward=False, version=VERSION,
+          build="stock", timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
     steps at ``beta`` and bond dimension ``chi`` (the ranges of
     :mod:`trgad.runtime.validate`); see the module docstring for the keys.  ``keep=True``:
     the gradient graph is not dropped (``drop_ms`` None; the child's exit frees it), where
-    the drop would cost as much as the transform again.  ``version``: the tenferro-rs
+    the drop would cost as much as the transform again.  ``forward=True``: ``ad.jvp``
+    (forward mode) instead of ``ad.grad``.  ``version``: the tenferro-rs
     release (one of :data:`VERSIONS`), ``build`` (one of :data:`BUILDS`).  A run past
     ``timeout`` seconds is killed: ``returned`` False."""
-    if eager and keep:
-        raise InputError("eager=True and keep=True: keep applies to ad.grad's graph only")
+    if sum(map(bool, (eager, keep, forward))) > 1:
+        raise InputError(f"eager={eager}, keep={keep}, forward={forward}: at most one (keep applies "
+                         f"to ad.grad's graph only)")
     version, build = _program(version, build)
     return whole_unchecked(check_steps(steps), check_beta(beta), check_chi(chi), eager=eager,
-                           keep=keep, version=version, build=build, timeout=check_timeout(timeout))
+                           keep=keep, forward=forward, version=version, build=build,
+                           timeout=check_timeout(timeout))
 
 
-def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, version=VERSION, build="stock",
-                    timeout=TIMEOUT_SECONDS):
+def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, forward=False, version=VERSION,
+                    build="stock", timeout=TIMEOUT_SECONDS):
     """:func:`whole` for a caller that checked its arguments."""
     args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
-    return _run(args + (["--eager"] if eager else []) + (["--keep"] if keep else []), timeout,
-                version, build, _lattice(args, steps, beta))
+    flags = [f"--{name}" for name, on in (("eager", eager), ("keep", keep), ("forward", forward)) if on]
+    return _run(args + flags, timeout, version, build, _lattice(args, steps, beta))
 
 
 def _lattice(args, steps, beta):

@@ -9,9 +9,9 @@ Two sources, each labelled wherever a page shows its figures:
    (CPU, x64); tenferro-rs 0.8.0 (CPU, native, a single thread), the whole-graph binary a
    release build with ``CpuEngine::serial()``; chi = 16, truncation schedule
    [2, 4, 4, 16, ...], beta = 0.3; on an M2 Max (macOS 27, rustc 1.99.0, load average 2.4
-   to 3.0).  tenferro-rs cannot be installed
-   where this book is built, so these numbers are shown beside the ones the book computes,
-   always labelled as recorded elsewhere.
+   to 3.0).  The book builds tenferro-rs itself and measures it on the machine that builds
+   it (:mod:`trgad.harness.tenferro`); the report's numbers, from another machine, are shown
+   beside those, always labelled as recorded elsewhere.
 2. **computegraph-rs** (the library tenferro-rs builds its keys on, the public repository
    tensor4all/computegraph-rs): the history of its key type, read from the commits cited in
    :data:`COMPUTEGRAPH_HISTORY`, and timings measured by this project's authors on its code
