@@ -93,14 +93,15 @@ def test_the_step_programs_compute_the_step():
 
     ks = (2, 4, 4, 4)
     info, calls = stepcost.step_programs(0.3, ks)
-    (T1, ln), _ = calls["residual_forward"]()
-    T1_step, ln_step = calls["step"]()
-    assert jnp.allclose(T1, T1_step, rtol=1e-13, atol=1e-15) and abs(ln - ln_step) < 1e-13
-    assert jnp.allclose(calls["pullback"]()[0], calls["vjp"]()[1], rtol=1e-12, atol=1e-14)
-    (Tp, lnp), (dT, dln) = calls["jvp"]()
-    assert jnp.allclose(Tp, T1_step, rtol=1e-13, atol=1e-15)
-    assert abs(dln - 1.0) < 1e-12        # ln||T|| along T itself: d ln||(1 + h) T|| / dh = 1
-    assert jnp.max(jnp.abs(dT)) < 1e-8   # T_next is built from T / ||T||: blind to scaling T
+    assert info["tensors"] == stepcost.steps_of_measured_shape(ks) == 2      # one per step timed
+    steps, saved, tangents = calls["step"](), calls["residual_forward"](), calls["jvp"]()
+    for (T1_step, ln_step), ((T1, ln), _), ((Tp, lnp), (dT, dln)) in zip(steps, saved, tangents):
+        assert jnp.allclose(T1, T1_step, rtol=1e-13, atol=1e-15) and abs(ln - ln_step) < 1e-13
+        assert jnp.allclose(Tp, T1_step, rtol=1e-13, atol=1e-15)
+        assert abs(dln - 1.0) < 1e-12        # ln||T|| along T itself: d ln||(1 + h) T|| / dh = 1
+        assert jnp.max(jnp.abs(dT)) < 1e-8   # T_next is built from T / ||T||: blind to scaling T
+    # the first step's pullback from residuals: the fused program's cotangent
+    assert jnp.allclose(calls["pullback"]()[0][0], calls["vjp"]()[1], rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.slow

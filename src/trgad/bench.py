@@ -60,9 +60,9 @@ NOT_KEPT = {
     "whole_over_reverse_floor": "1.15-1.2 in runs alone here: the scan also stacks each step's "
                                 "residuals (3.6 MiB a step at chi 16) and reads them back, a part "
                                 "no program of the floor contains",
-    "staged_over_staged_floor": "about 1.5 in runs alone here: its pass without the backward took "
-                                "0.52 s of 0.76, and its pullbacks, reading residuals made long "
-                                "before, took twice the pullback timed alone on hot data",
+    "staged_over_staged_floor": "1.4-1.6 in runs alone here: its forward pass alone took two thirds "
+                                "of it, and its pullbacks, reading residuals made long before, "
+                                "about twice the pullback timed alone on hot data",
 }
 #: Ratios of the tenferro-rs rows to JAX's (no targets), ``name: (row, field, JAX row, field)``.
 TENFERRO_RATIOS = {

@@ -14,6 +14,9 @@ cannot skip, with this TRG, these SVD rules and these compile options:
 * ``vjp_seconds``: forward, residuals and pullback in one program (a cross-check: XLA may
   fuse across the two, so it need not equal their sum).
 
+The first four are timed over every step of the measured shape, each on its own input
+tensor (a step's time depends on its tensor, the SVDs' above all), and reported per step;
+the rest on the first such tensor.
 ``floor = (residual_forward + pullback) / step`` (an estimate from a few calls, not a
 bound; the first, smaller steps change it little; the checkpointed scan runs each step
 forward twice, so its own is higher), ``residual_share`` the forward's surcharge for
@@ -36,6 +39,20 @@ from ..runtime import compiled
 from ..runtime.timing import time_call_unchecked
 from ..runtime.validate import check_beta, check_repeats, check_schedule
 from . import ising, svd, trg
+
+
+def _measured_tensors(beta, ks):
+    """The input tensors of the steps of the measured shape (:func:`steps_of_measured_shape`)."""
+    T, out = ising.initial_tensor(beta, trg.JAX), []
+    for k in ks:
+        if T.shape[0] == k == max(ks):
+            out.append(T)
+        T, _ = trg.trg_step(T, k, trg.JAX)
+    return out
+
+
+#: The parts timed over every step of the measured shape (their seconds: the mean per step).
+PER_STEP = ("step", "residual_forward", "jvp", "pullback")
 
 
 def _full_size_tensor(beta, ks):
@@ -116,13 +133,26 @@ def step_programs_unchecked(beta, ks):
                            ("contraction_pullback", lambda *h: trg.plaquette(*h, trg.JAX), (B1, A1, B2, A2)),
                            ("split_pullback", lambda m: svd.balanced_split_reverse(m, k), (M,))):
         exes[name] = _pullback_alone(fn, args)
-    return info, {name: (lambda exe=exe, args=args: exe(*args)) for name, (exe, args) in exes.items()}
+    calls = {name: (lambda exe=exe, args=args: exe(*args)) for name, (exe, args) in exes.items()}
+    # the floor's parts over every step of the measured shape, each on its own tensor (a
+    # step's time depends on its tensor, the SVDs' above all): the sum, per step
+    tensors = _measured_tensors(beta, ks) or [T]
+    info["tensors"] = len(tensors)
+    for name in ("step", "residual_forward", "jvp"):
+        calls[name] = lambda exe=exes[name][0]: [exe(t) for t in tensors]
+    out, pullback = jax.vjp(step, T)
+    tree, ct = jax.tree_util.tree_structure(pullback), jax.tree_util.tree_map(jnp.ones_like, out)
+    leaves = [jax.tree_util.tree_leaves(jax.vjp(step, t)[1]) for t in tensors]
+    pull = compiled.jit(lambda r, c: jax.tree_util.tree_unflatten(tree, r)(c)).lower(leaves[0], ct).compile()
+    calls["pullback"] = lambda: [pull(r, ct) for r in leaves]
+    return info, calls
 
 
 def costs_of(info, seconds):
     """:func:`step_costs_unchecked`'s dict from :func:`step_programs_unchecked`'s ``info`` and
     the seconds of each of its calls (name -> seconds)."""
-    out = dict(info, **{f"{name}_seconds": t for name, t in seconds.items()})
+    n = info.get("tensors", 1)
+    out = dict(info, **{f"{name}_seconds": t / (n if name in PER_STEP else 1) for name, t in seconds.items()})
     step_s = out["step_seconds"]
     out["residual_share"] = out["residual_forward_seconds"] / step_s - 1
     out["pullback_share"] = out["pullback_seconds"] / step_s
