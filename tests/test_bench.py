@@ -17,10 +17,10 @@ def small():
     return bench.run(chi=4, steps=5, beta=0.3, repeats=1, engine=False, with_tenferro=False)
 
 
-def test_five_rows(small):
+def test_six_rows(small):
     assert list(small["methods"]) == list(bench.ROWS)
-    assert bench.ROWS == ("primal",) + tuple(m for m in bench.ROWS[1:] if m in modes.METHODS)
-    assert set(bench.ROWS[1:]) == set(modes.METHODS)
+    assert bench.ROWS == bench.PRIMALS + tuple(m for m in bench.ROWS[2:] if m in modes.METHODS)
+    assert set(bench.ROWS[2:]) == set(modes.METHODS)
     for name, row in small["methods"].items():
         assert row["first_seconds"] > 0 and row["steady_seconds"] > 0 and row["temp_bytes"] >= 0, name
     st = small["methods"]["staged"]
@@ -30,57 +30,93 @@ def test_five_rows(small):
     assert st["residual_bytes"] > 0
 
 
-def test_ratios(small):
-    for key in ("whole_over_primal", "staged_over_whole", "staged_over_primal",
-                "staged_first_over_whole_first", "checkpoint_first_over_primal_first",
-                "checkpoint_temp_over_whole_temp"):
-        assert key in small, key
-    for old in ("forward_first", "forward", "whole_first", "staged", "staged_compiled_programs"):
-        assert old not in small, old                      # the rows hold these figures
+def test_every_ratio_names_its_yardstick(small):
     m = small["methods"]
-    assert small["forward_mode_over_primal"] == m["forward_mode"]["steady_seconds"] / m["primal"]["steady_seconds"]
-    second = {k for k in bench.TARGETS if k.startswith("second_order")}
-    assert set(small["targets"]) == set(bench.TARGETS) - second      # run without second order
-    for key in ("whole", "staged", "checkpoint", "forward_mode"):
-        f = small[f"{key}_first_over_primal_first"]
-        assert f == m[key]["first_seconds"] / m["primal"]["first_seconds"]
+    for name in ("whole", "staged", "checkpoint", "forward_mode"):
+        for base in bench.PRIMALS:
+            assert small[f"{name}_over_{base}"] == m[name]["steady_seconds"] / m[base]["steady_seconds"]
+            assert small[f"{name}_first_over_{base}_first"] == m[name]["first_seconds"] / m[base]["first_seconds"]
+        floor = bench.FLOOR_OF[name]
+        assert small[f"{name}_over_{floor}"] == m[name]["steady_seconds"] / small["floors"][floor]
+    assert small["checkpoint_temp_over_whole_temp"] == m["checkpoint"]["temp_bytes"] / m["whole"]["temp_bytes"]
+    # no ratio without its yardstick in its name
+    assert not [k for k in small if k.endswith("_over_primal") or k.endswith("_over_floor")]
+    assert set(small["targets"]) == set(bench.TARGETS) and set(bench.TARGET_REASONS) == set(bench.TARGETS)
     for key, t in small["targets"].items():
-        assert t["met"] == (t["value"] <= t["bound"])
+        assert t["met"] == (t["value"] <= t["bound"]) and t["reason"] == bench.TARGET_REASONS[key]
     assert small["all_targets_met"] == all(t["met"] for t in small["targets"].values())
+    assert not set(bench.NOT_KEPT) & set(bench.TARGETS)
+    for key, t in small["targets_not_kept"].items():
+        assert t["value"] == small[key] and t["reason"] == bench.NOT_KEPT[key]
 
 
-def test_the_floor_is_one_full_size_step_and_its_pullback(small):
-    """The steady state's floor: one full-size step (chi 4: D = k = 4) forward and with its
-    pullback.  XLA's count of the arithmetic around the SVDs is exact: the pullback adds
-    more than the step's own (the einsum's reverse alone is twice its forward)."""
-    f = small["step_costs"]
+def test_the_floor_is_one_step_in_its_parts(small):
+    """The steady state's floors from one full-size step (chi 4: D = k = 4) timed in its
+    parts.  XLA's count of the arithmetic around the SVDs is exact: the pullback adds more
+    than the step's own (the einsum's reverse alone is twice its forward)."""
+    f, fl = small["step_costs"], small["floors"]
     assert (f["D"], f["k"]) == (4, 4)
     assert f["vjp_flops"] > 2 * f["step_flops"] > 0
-    assert f["floor"] == f["vjp_seconds"] / f["step_seconds"]
-    for name in ("whole", "staged"):
-        assert small[f"{name}_over_floor"] == small[f"{name}_over_primal"] / f["floor"]
+    rf, pb, step = f["residual_forward_seconds"], f["pullback_seconds"], f["step_seconds"]
+    assert f["floor"] == (rf + pb) / step
+    assert (f["residual_share"], f["pullback_share"]) == (rf / step - 1, pb / step)
     # the steps of the measured shape: input D and kept k the largest k (D is 2 first)
     counts = [stepcost.steps_of_measured_shape(ks)
               for ks in ((2, 4, 4, 4), (2, 4, 4, 16, 16), (2, 4, 4, 16))]
     assert counts == [2, 1, 0]          # the last: D = 4 where k grows to 16, not measured
-    for name in ("pullback", "contraction_pullback", "split_pullback"):
-        assert 0 < f[f"{name}_seconds"] < math.inf
+    n = fl["steps"]
+    assert n == stepcost.steps_of_measured_shape(tuple(small["schedule"])) == 3
+    assert fl == bench.floors(f, small["methods"]["scanned_primal"]["steady_seconds"], n,
+                              fl["staged_dispatch_seconds"])
+    for name in ("pullback", "contraction_pullback", "split_pullback", "jvp", "staged_dispatch"):
+        assert 0 < f.get(f"{name}_seconds", fl.get(f"{name}_seconds", 0)) < math.inf, name
+
+
+def test_floors_add_up_the_parts():
+    """The floors by hand: 4 steps of 10 ms forward, 12 ms saving residuals, 3 ms pullback,
+    15 ms jvp, in a scanned primal of 50 ms (bookkeeping 10 ms), dispatch 7 ms."""
+    costs = {"step_seconds": 0.010, "residual_forward_seconds": 0.012, "pullback_seconds": 0.003,
+             "jvp_seconds": 0.015}
+    fl = bench.floors(costs, 0.050, 4, 0.007)
+    assert fl["bookkeeping_seconds"] == pytest.approx(0.010, abs=1e-15)
+    assert fl["reverse_floor"] == pytest.approx(4 * 0.015 + 0.010, abs=1e-15)
+    assert fl["staged_floor"] == pytest.approx(4 * 0.015 + 0.017, abs=1e-15)
+    assert fl["forward_floor"] == pytest.approx(4 * 0.015 + 0.010, abs=1e-15)
+
+
+def test_the_step_programs_compute_the_step():
+    """Each part of the split floor computes what it is named for: the forward with
+    residuals returns the step's output, the pullback from residuals the cotangent of the
+    fused forward-and-pullback program, the jvp's primal the step's, the jvp's tangent the
+    central difference of the step along T (its tangent)."""
+    import jax.numpy as jnp
+
+    ks = (2, 4, 4, 4)
+    info, calls = stepcost.step_programs(0.3, ks)
+    assert info["tensors"] == stepcost.steps_of_measured_shape(ks) == 2      # one per step timed
+    steps, saved, tangents = calls["step"](), calls["residual_forward"](), calls["jvp"]()
+    for (T1_step, ln_step), ((T1, ln), _), ((Tp, lnp), (dT, dln)) in zip(steps, saved, tangents):
+        assert jnp.allclose(T1, T1_step, rtol=1e-13, atol=1e-15) and abs(ln - ln_step) < 1e-13
+        assert jnp.allclose(Tp, T1_step, rtol=1e-13, atol=1e-15)
+        assert abs(dln - 1.0) < 1e-12        # ln||T|| along T itself: d ln||(1 + h) T|| / dh = 1
+        assert jnp.max(jnp.abs(dT)) < 1e-8   # T_next is built from T / ||T||: blind to scaling T
+    # the first step's pullback from residuals: the fused program's cotangent
+    assert jnp.allclose(calls["pullback"]()[0][0], calls["vjp"]()[1], rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.slow
 def test_second_order_rows_and_their_ratios():
-    out = bench.run(chi=4, steps=3, beta=0.3, repeats=1, engine=False, names=("primal",),
+    out = bench.run(chi=4, steps=3, beta=0.3, repeats=1, engine=False, names=("scanned_primal",),
                     second_order=True)
     rows = out["second_order"]
     assert list(rows) == list(modes.METHODS)
     cs = [r["c"] for r in rows.values()]
     assert max(cs) - min(cs) < 1e-10 * max(cs)          # every exact method, one c
     firsts = [r["first_seconds"] for r in rows.values()]
-    primal = out["methods"]["primal"]["first_seconds"]
-    assert out["second_order_fastest_first_over_primal_first"] == min(firsts) / primal
-    assert out["second_order_slowest_first_over_primal_first"] == max(firsts) / primal
-    assert {"second_order_fastest_first_over_primal_first",
-            "second_order_slowest_first_over_primal_first"} <= set(out["targets"])
+    primal = out["methods"]["scanned_primal"]["first_seconds"]
+    assert out["second_order_fastest_first_over_scanned_primal_first"] == min(firsts) / primal
+    assert out["second_order_slowest_first_over_scanned_primal_first"] == max(firsts) / primal
+    assert "floors" not in out and out["targets"] == {}       # no derivative row, no floor
 
 
 def test_staged_memory_counts_each_program_once(fresh_programs):
@@ -115,11 +151,16 @@ def test_second_order_costs_compiles_each_program_once(monkeypatch, fresh_progra
 
 
 @pytest.mark.slow
-def test_cli_bench_json_has_five_method_rows(cli):
+def test_cli_bench_json_has_the_yardsticks_the_split_floor_and_the_verdict(cli):
     r = cli("bench", "--chi", "4", "--steps", "5", "--repeats", "1", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert list(out["methods"]) == list(bench.ROWS)
+    assert {"residual_forward_seconds", "pullback_seconds", "step_seconds"} <= set(out["step_costs"])
+    assert {"reverse_floor", "staged_floor", "forward_floor"} <= set(out["floors"])
+    assert out["all_targets_met"] in (True, False) and set(out["targets"]) == set(bench.TARGETS)
+    p = out["many_parameters"]
+    assert p["n_params"] == 16 and p["jacfwd"]["passes"] == 1 and p["max_abs_difference"] < 1e-12
     assert "engine_staged_ratio" in out and "targets" in out
     assert list(out["tenferro"]) == list(bench.TENFERRO_ROWS)
 
@@ -132,20 +173,20 @@ def test_summary_names_every_row(small):
 @pytest.mark.slow
 def test_subset_of_methods_runs_only_those():
     out = bench.run(chi=4, steps=4, beta=0.3, repeats=1, engine=False,
-                    names=("primal", "whole", "staged"))
-    assert list(out["methods"]) == ["primal", "whole", "staged"]
+                    names=("scanned_primal", "whole", "staged"))
+    assert list(out["methods"]) == ["scanned_primal", "whole", "staged"]
     m = out["methods"]
     assert out["staged_over_whole"] == m["staged"]["steady_seconds"] / m["whole"]["steady_seconds"]
     assert out["staged_first_over_whole_first"] == m["staged"]["first_seconds"] / m["whole"]["first_seconds"]
     # ratios of methods that did not run are absent, and so are their targets
-    assert "forward_mode_over_primal" not in out and "checkpoint_temp_over_whole_temp" not in out
-    assert set(out["targets"]) == {"whole_over_primal", "staged_over_primal",
-                                   "whole_first_over_primal_first", "staged_first_over_primal_first"}
+    assert "forward_mode_over_scanned_primal" not in out and "checkpoint_temp_over_whole_temp" not in out
+    assert "whole_over_unrolled_primal" not in out
+    assert out["targets"] == {} and set(out["targets_not_kept"]) == set(bench.NOT_KEPT)
     text = bench.summary(out, targets=False)
     assert "target" not in text and "staged over whole" in text
     assert "target" in bench.summary(out)
     with pytest.raises(InputError):
-        bench.run(chi=4, steps=4, repeats=1, engine=False, names=("primal", "backward"))
+        bench.run(chi=4, steps=4, repeats=1, engine=False, names=("scanned_primal", "backward"))
     with pytest.raises(InputError):
         bench.methods(0.3, [2, 4], names=())
 
@@ -158,7 +199,8 @@ def test_rows_carry_the_values_they_timed(small):
     sched = small["schedule"]
     lnz, dlnz = whole.value_and_grad(0.3, sched)
     m = small["methods"]
-    assert m["primal"]["value"] == pytest.approx([lnz], rel=1e-13)
+    assert m["unrolled_primal"]["value"] == pytest.approx([lnz], rel=1e-13)
+    assert m["scanned_primal"]["value"] == pytest.approx([lnz], rel=1e-13)
     assert m["whole"]["value"] == pytest.approx([lnz, dlnz], rel=1e-13)
     for name in ("staged", "checkpoint", "forward_mode"):
         assert m[name]["value"] == pytest.approx([lnz, dlnz], rel=1e-11), name
@@ -243,7 +285,7 @@ def test_tenferro_ratios_are_quotients_of_one_run(monkeypatch):
 
 def test_without_the_harness_the_rows_say_so(monkeypatch):
     monkeypatch.setenv("TRGAD_TENFERRO_BIN", "/nonexistent/trgad-tenferro")
-    out = bench.run(chi=4, steps=3, repeats=1, engine=False, names=("primal",))
+    out = bench.run(chi=4, steps=3, repeats=1, engine=False, names=("scanned_primal",))
     for name in bench.TENFERRO_ROWS:
         assert out["tenferro"][name] == {"available": False, "reason": out["tenferro"][name]["reason"]}
         assert "TRGAD_TENFERRO_BIN" in out["tenferro"][name]["reason"]

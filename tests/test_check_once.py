@@ -105,7 +105,7 @@ def test_a_command_checks_each_input_once(checks, capsys, argv):
 def test_bench_run_checks_each_input_once(checks):
     from trgad import bench
 
-    bench.run(chi=2, steps=2, repeats=1, names=("primal", "whole", "staged"), engine=True,
+    bench.run(chi=2, steps=2, repeats=1, names=("scanned_primal", "whole", "staged"), engine=True,
               with_tenferro=True, second_order=True)
     assert checks["chi=2"] == 1 and rechecked(checks) == {}
 

@@ -35,7 +35,9 @@ def test_reverse_forward_fd_and_beta_oracle_agree(which, n, chi):
     r = params.compare(BETA, schedule, which)
     assert r["n_params"] == n and r["reverse"]["passes"] == 1 and r["forward_mode"]["passes"] == n
     assert r["forward_mode_over_reverse"] == r["forward_mode"]["steady_seconds"] / r["reverse"]["steady_seconds"]
-    assert r["max_abs_difference"] < 1e-13
+    assert r["jacfwd"]["passes"] == 1 and r["jacfwd"]["lnz_per_site"] == pytest.approx(r["reverse"]["lnz_per_site"], rel=1e-14)
+    assert r["jacfwd_over_reverse"] == r["jacfwd"]["steady_seconds"] / r["reverse"]["steady_seconds"]
+    assert r["max_abs_difference"] < 1e-13          # reverse against the jvps and jacfwd
     assert r["max_abs_fd_difference"] < 1e-8
     expected, from_grad = r["beta_oracle"]
     assert abs(expected - from_grad) < 1e-12

@@ -135,7 +135,7 @@ def _parser():
     b.add_argument("--repeats", default="3",
                    help=f"timed repeats after a warm-up, in [1, {REPEATS_MAX}] (default 3)")
     b.add_argument("--no-second-order", action="store_true",
-                   help="skip the second-order rows (c by every exact method; the slowest part)")
+                   help="skip the slowest parts: c by every exact method, the gradient in 16 parameters")
     f = sub.add_parser("tenferro", help=f"tenferro-rs {tenferro.VERSION} itself (the book's Rust harness)")
     fsub = f.add_subparsers(dest="what", required=True, parser_class=_Parser)
     cap = argparse.ArgumentParser(add_help=False)
@@ -327,8 +327,8 @@ def _cmd_probe(a):
 
 
 def _cmd_bench(a):
-    # bench.run, a public function, checks chi, steps, beta and repeats (the same messages)
-    out = bench.run(a.chi, a.steps, a.beta, repeats=a.repeats, second_order=not a.no_second_order)
+    slow = not a.no_second_order     # bench.run, public, checks chi, steps, beta and repeats
+    out = bench.run(a.chi, a.steps, a.beta, repeats=a.repeats, second_order=slow, many_parameters=slow)
     return _emit(out, a.json, bench.summary, f"bench chi={out['chi']} steps={out['steps']} beta={a.beta}")
 
 

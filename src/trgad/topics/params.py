@@ -8,13 +8,13 @@ Two parameter sets, both differentiated through the same TRG (:func:`trgad.physi
   Z = sum_s exp(beta sum_<ij> J_<ij> s_i s_j), horizontal bonds J_x, vertical J_y
   (:func:`anisotropic_tensor`), at J_x = J_y = 1.
 
-Reverse mode gets the whole gradient from one backward pass (``jax.value_and_grad``);
-forward mode needs one ``jax.jvp`` per parameter (run one after another with the same
-compiled program, each recomputing the primal pass, SVDs included: ``jax.jacfwd``, or
-``jax.linearize`` with ``vmap`` over the tangents, would run the SVDs once but batch linear
-algebra with ``vmap``, which this project avoids, see README).  The forward/reverse cost
-ratio of :func:`compare` is therefore this implementation's, not forward mode's best.  :func:`compare` times both and checks them against each other,
-against central finite differences and against the beta-derivative:
+Reverse mode gets the whole gradient from one backward pass (``jax.value_and_grad``).
+Forward mode carries one tangent per parameter, two ways: ``forward_mode``, one ``jax.jvp``
+per parameter (run one after another with the same compiled program, each recomputing the
+primal pass, SVDs included), and ``jacfwd``, ``jax.jacfwd``: the tangents ``vmap``-ed in one
+program, the primal pass and its SVDs once, the tangent work still one per parameter.
+:func:`compare` times the three and checks them against each other, against central
+finite differences and against the beta-derivative:
 
 * tensor: sum_e (d lnZ/N / d T0_e) (d T0_e / d beta) + 2 = d lnZ/N / d beta (chain rule);
 * couplings: lnZ/N depends on beta J_x and beta J_y only, so at J_x = J_y = 1
@@ -37,6 +37,8 @@ from ..runtime.validate import (AD_MODES, InputError, check_beta, check_choice, 
 
 #: Parameter sets of :func:`gradient`.
 PARAMS = ("tensor", "couplings")
+#: Modes of :func:`gradient`: those of :data:`trgad.runtime.validate.AD_MODES` and ``jacfwd``.
+GRADIENT_MODES = AD_MODES + ("jacfwd",)
 
 
 def bond_matrix(K, ops):
@@ -87,7 +89,7 @@ def _objective(params, beta, schedule):
 
 def _checked(params, mode, beta, schedule):
     params = check_choice("params", params, PARAMS)
-    mode = check_choice("mode", mode, AD_MODES)
+    mode = check_choice("mode", mode, GRADIENT_MODES)
     return params, mode, check_beta(beta), tuple(check_schedule(schedule))
 
 
@@ -98,9 +100,10 @@ def gradient(beta, schedule, params="tensor", mode="reverse", repeats=1):
     ----------
     beta : float in [BETA_MIN, BETA_MAX] (1/J; positive: these formulas are the ferromagnet's).  schedule : sequence of int (:func:`trgad.physics.trg.truncation_schedule`).
     params : "tensor" (16 entries of T0, row-major over [l, u, r, d]) or "couplings" (J_x, J_y).
-    mode : one of :data:`trgad.runtime.validate.AD_MODES`: "reverse" (one ``jax.value_and_grad``
-        pass) or "forward_mode" (one ``jax.jvp`` per parameter, the same compiled program
-        called with each unit tangent; "forward" is a deprecated alias).
+    mode : one of :data:`GRADIENT_MODES`: "reverse" (one ``jax.value_and_grad`` pass),
+        "forward_mode" (one ``jax.jvp`` per parameter, the same compiled program called with
+        each unit tangent; "forward" is a deprecated alias) or "jacfwd" (``jax.jacfwd``, one
+        program, the tangents vmapped).
     repeats : steady-state repeats (int in [1, 100]).
 
     Returns
@@ -121,6 +124,10 @@ def _gradient(params, mode, beta, ks, repeats):
     x0 = jax.numpy.asarray(x0)
     if mode == "reverse":
         program = compiled.jit(jax.value_and_grad(f))
+    elif mode == "jacfwd":              # the value as jacfwd's aux: the primal pass runs once
+        jac = jax.jacfwd(lambda x: (lambda v: (v, v))(f(x)), has_aux=True)
+        program = compiled.jit(lambda x: jac(x)[::-1])
+    if mode != "forward_mode":
 
         def run():
             v, g = program(x0)
@@ -138,7 +145,7 @@ def _gradient(params, mode, beta, ks, repeats):
     first = time.perf_counter() - t0
     steady = time_call_unchecked(run, warmup=0, repeats=repeats).min
     return {"params": params, "mode": mode, "lnz_per_site": value, "gradient": [float(g) for g in grad],
-            "passes": 1 if mode == "reverse" else int(x0.shape[0]),
+            "passes": int(x0.shape[0]) if mode == "forward_mode" else 1,
             "first_seconds": first, "steady_seconds": steady}
 
 
@@ -182,25 +189,29 @@ def _beta_oracle(params, beta, ks, grad):
 def compare(beta, schedule, params="tensor", repeats=1, h=1e-5, with_fd=True):
     """Reverse and forward mode for one parameter set, side by side, checked.
 
-    Returns a JSON-ready dict: ``params``, ``n_params``, ``reverse`` and ``forward_mode``
-    (the dicts of :func:`gradient`), ``max_abs_difference`` (between the two gradients),
+    Returns a JSON-ready dict: ``params``, ``n_params``, ``reverse``, ``forward_mode`` and
+    ``jacfwd`` (the dicts of :func:`gradient`), ``max_abs_difference`` (the largest between
+    reverse mode's gradient and either forward mode's),
     ``fd`` (central differences, :func:`finite_difference`, or None) and
     ``max_abs_fd_difference``, ``beta_oracle`` (expected, from_gradient: see
-    :func:`beta_oracle`), ``forward_mode_over_reverse`` (steady-state time ratio: where
-    reverse mode wins, it is > 1).  Raises InputError for bad input (see :func:`gradient`).
+    :func:`beta_oracle`), ``forward_mode_over_reverse`` and ``jacfwd_over_reverse``
+    (steady-state time ratios: where reverse mode wins, they are > 1).  Raises InputError for bad input (see :func:`gradient`).
     """
     params, _, beta, ks = _checked(params, "reverse", beta, schedule)
     repeats, h = check_repeats(repeats), check_positive("h", h, 0.1)
     rev = _gradient(params, "reverse", beta, ks, repeats)
     fwd = _gradient(params, "forward_mode", beta, ks, repeats)
-    g_r, g_f = np.asarray(rev["gradient"]), np.asarray(fwd["gradient"])
+    jac = _gradient(params, "jacfwd", beta, ks, repeats)
+    g_r = np.asarray(rev["gradient"])
+    g_f = np.concatenate([fwd["gradient"], jac["gradient"]])
     fd = _finite_difference(params, beta, ks, h) if with_fd else None
     return {"params": rev["params"], "n_params": len(g_r), "reverse": rev, "forward_mode": fwd,
-            "max_abs_difference": float(np.max(np.abs(g_r - g_f))),
+            "jacfwd": jac, "max_abs_difference": float(np.max(np.abs(np.tile(g_r, 2) - g_f))),
             "fd": fd, "max_abs_fd_difference": None if fd is None else float(np.max(np.abs(g_r - fd))),
             "beta_oracle": list(_beta_oracle(params, beta, ks, g_r)),
-            "forward_mode_over_reverse": fwd["steady_seconds"] / rev["steady_seconds"]}
+            "forward_mode_over_reverse": fwd["steady_seconds"] / rev["steady_seconds"],
+            "jacfwd_over_reverse": jac["steady_seconds"] / rev["steady_seconds"]}
 
 
-__all__ = ["PARAMS", "bond_matrix", "anisotropic_tensor", "lnz_of_tensor", "gradient",
+__all__ = ["PARAMS", "GRADIENT_MODES", "bond_matrix", "anisotropic_tensor", "lnz_of_tensor", "gradient",
            "finite_difference", "beta_oracle", "compare", "InputError"]
