@@ -130,11 +130,12 @@ def page_path(name) -> Path:
 def prose_words(markdown: str) -> int:
     """Words of a Markdown cell a reader reads: whitespace-separated tokens with a letter or
     digit, after dropping fences (a directive's title is kept) and options (``:label:``),
-    target labels (``(name)=``) and link targets (``[text](target)`` counts as ``text``)."""
+    target labels (``(name)=``), MyST comment lines (``% ...``, not rendered) and link
+    targets (``[text](target)`` counts as ``text``)."""
     kept = []
     for line in markdown.splitlines():
         s = line.strip()
-        if re.match(r"^:[\w-]+:", s) or re.match(r"^\([\w-]+\)=$", s):
+        if re.match(r"^:[\w-]+:", s) or re.match(r"^\([\w-]+\)=$", s) or s.startswith("%"):
             continue
         if s.startswith("```"):                       # keep a directive's title only
             line = s.partition("}")[2] if s.startswith("```{") else ""
