@@ -56,8 +56,7 @@ class Block:
 
     @property
     def name(self) -> str:
-        first = next((s.strip() for s in self.text.splitlines()
-                      if s.strip() and not s.lstrip().startswith("%")), "")
+        first = next((s.strip() for s in self.text.splitlines() if _is_prose(s)), "")
         return f"block {self.number} (line {self.line}: {first[:50]!r})"
 
     @property
@@ -70,9 +69,16 @@ def _text(page):
     return page if "\n" in str(page) else Path(page).read_text(encoding="utf-8")
 
 
+def _is_prose(line):
+    """Whether a line is read: not blank, not a comment ``%``, not a target ``(name)=``."""
+    s = line.strip()
+    return bool(s) and not s.startswith("%") and not _TARGET.match(s)
+
+
 def blocks(page) -> list[Block]:
     """The prose blocks of a MyST notebook (a path, or its text): each Markdown cell cut
-    before every heading line, blank blocks dropped, numbered from 1 in page order."""
+    before every heading line (outside fenced blocks; a target or comment just above a
+    heading stays with it), blocks with nothing to read dropped, numbered from 1."""
     out = []
     for cell in lessons.cells(_text(page)):
         if cell.kind != "markdown":
@@ -82,13 +88,12 @@ def blocks(page) -> list[Block]:
         inside = {i for a, b in _fenced_spans(lines) for i in range(a, b + 1)}
         for offset, line in enumerate(lines):
             if (offset not in inside and _HEADING.match(line)
-                    and any(s.strip() for s in current)):
+                    and any(_is_prose(s) for s in current)):
                 out.append((current, start))
                 current, start = [], cell.line + offset
             current.append(line)
         out.append((current, start))
-    kept = [(lines, start) for lines, start in out
-            if any(s.strip() and not s.lstrip().startswith("%") for s in lines)]
+    kept = [(lines, start) for lines, start in out if any(_is_prose(s) for s in lines)]
     return [Block("\n".join(lines), start, i) for i, (lines, start) in enumerate(kept, 1)]
 
 
