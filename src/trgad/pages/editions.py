@@ -34,10 +34,10 @@ from pathlib import Path
 
 from . import lessons
 
-__all__ = ["Block", "blocks", "fingerprint", "problems", "SUFFIX"]
+__all__ = ["Block", "blocks", "fingerprint", "problems", "ZH_SUFFIX"]
 
 #: What the Chinese edition appends to a page's file name and to each of its labels.
-SUFFIX = "-zh"
+ZH_SUFFIX = "-zh"
 
 _EVAL = re.compile(r"\{eval\}`([^`]+)`")
 _TARGET = re.compile(r"^\(([\w-]+)\)=\s*$")
@@ -79,22 +79,32 @@ def blocks(page) -> list[Block]:
     """The prose blocks of a MyST notebook (a path, or its text): each Markdown cell cut
     before every heading line (outside fenced blocks; a target or comment just above a
     heading stays with it), blocks with nothing to read dropped, numbered from 1."""
-    out = []
-    for cell in lessons.cells(_text(page)):
+    out, text = [], _text(page)
+    page_lines = text.splitlines()
+    for cell in lessons.cells(text):
         if cell.kind != "markdown":
             continue
-        current, start = [], cell.line
+        first = cell.line                      # the cell's source starts at its first
+        while not page_lines[first - 1].strip():   # non-blank line
+            first += 1
+        current, start = [], first
         lines = cell.source.splitlines()
         inside = {i for a, b in _fenced_spans(lines) for i in range(a, b + 1)}
         for offset, line in enumerate(lines):
             if (offset not in inside and _HEADING.match(line)
                     and any(_is_prose(s) for s in current)):
                 out.append((current, start))
-                current, start = [], cell.line + offset
+                current, start = [], first + offset
             current.append(line)
         out.append((current, start))
     kept = [(lines, start) for lines, start in out if any(_is_prose(s) for s in lines)]
-    return [Block("\n".join(lines), start, i) for i, (lines, start) in enumerate(kept, 1)]
+    return [Block("\n".join(lines), start + _first_read(lines), i)
+            for i, (lines, start) in enumerate(kept, 1)]
+
+
+def _first_read(lines):
+    """Offset of the first line that is not blank and not a comment."""
+    return next(i for i, s in enumerate(lines) if s.strip() and not s.strip().startswith("%"))
 
 
 def fingerprint(text: str) -> str:
@@ -132,6 +142,11 @@ def _fenced(text):
             found += ["\n".join(x.rstrip() for x in lines[a:b + 1])
                       for a, b in _fenced_spans(lines)]
     return found
+
+
+def _targets(text):
+    """The labels ``(name)=`` of a page, in order."""
+    return [m.group(1) for s in text.splitlines() if (m := _TARGET.match(s.strip()))]
 
 
 def _code_cells(text):
@@ -172,8 +187,8 @@ def problems(english, chinese) -> list[str]:
                      min(len(en_eval), len(zh_eval)))
         out.append(f"inline values differ from the {first + 1}th on: English "
                    f"{en_eval[first:first + 3]}, Chinese {zh_eval[first:first + 3]}")
-    en_labels = [m.group(1) + SUFFIX for s in en.splitlines() if (m := _TARGET.match(s.strip()))]
-    zh_labels = [m.group(1) for s in zh.splitlines() if (m := _TARGET.match(s.strip()))]
+    en_labels = [label + ZH_SUFFIX for label in _targets(en)]
+    zh_labels = _targets(zh)
     if en_labels != zh_labels:
         out.append(f"labels: the Chinese should have {en_labels}, it has {zh_labels}")
     en_fenced, zh_fenced = _fenced(en), _fenced(zh)
