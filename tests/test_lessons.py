@@ -32,7 +32,8 @@ MAX_LINES = 16
 MAX_CHARS = 90
 
 #: Part I and its introduction: the pages whose cells follow the lesson-and-claims pattern.
-PAGES = ["intro", "phenomenon", "mulchain", "rootcause", "staged", "detect"]
+PAGES = ["intro", "tenminutes", "tenminutes-zh", "phenomenon", "mulchain", "rootcause", "staged",
+         "detect"]
 #: Every page in book/: the width of the cells a reader sees holds on all of them.
 ALL_PAGES = sorted(p.stem for p in BOOK.glob("*.md"))
 
@@ -217,7 +218,7 @@ def test_reading_time_counts_prose_and_shown_cells(tmp_path):
     page.write_text(PAGE)
     got = lessons.reading_time([page, page], words_per_minute=10, minutes_per_cell=2)
     # "Title" + "Some prose with a link and a value {eval}`x`." (9) + "Two words" (2)
-    assert got == {"words": 2 * 12, "cells": 2, "minutes": 2 * 12 / 10 + 2 * 2}
+    assert got == {"words": 2 * 12, "han": 0, "cells": 2, "minutes": 2 * 12 / 10 + 2 * 2}
 
 
 def test_bound_names_are_top_level_only():

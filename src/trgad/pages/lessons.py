@@ -23,15 +23,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cell", "cells", "page_path", "prose_words", "reading_time"]
+__all__ = ["Cell", "cells", "han_characters", "page_path", "prose_words", "reading_time"]
 
 #: Pace of the stated reading time: words of technical prose per minute.
 WORDS_PER_MINUTE = 200
 #: Minutes to read and run one code cell a reader sees.
 MINUTES_PER_CELL = 1.0
+#: Pace for Chinese prose, in Han characters per minute at the pace of ``words_per_minute``:
+#: technical Chinese takes about one and a half characters for an English word.
+HAN_PER_WORD = 1.5
 
 _FENCE = re.compile(r"^```\{code-cell\}")
 _WORD = re.compile(r"[A-Za-z0-9]")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 @dataclass
@@ -130,33 +134,44 @@ def page_path(name) -> Path:
 def prose_words(markdown: str) -> int:
     """Words of a Markdown cell a reader reads: whitespace-separated tokens with a letter or
     digit, after dropping fences (a directive's title is kept) and options (``:label:``),
-    target labels (``(name)=``) and link targets (``[text](target)`` counts as ``text``)."""
+    target labels (``(name)=``), MyST comment lines (``% ...``, not rendered) and link
+    targets (``[text](target)`` counts as ``text``)."""
     kept = []
     for line in markdown.splitlines():
         s = line.strip()
-        if re.match(r"^:[\w-]+:", s) or re.match(r"^\([\w-]+\)=$", s):
+        if re.match(r"^:[\w-]+:", s) or re.match(r"^\([\w-]+\)=$", s) or s.startswith("%"):
             continue
         if s.startswith("```"):                       # keep a directive's title only
             line = s.partition("}")[2] if s.startswith("```{") else ""
         kept.append(re.sub(r"\]\([^)]*\)", "]", line))
-    return sum(1 for w in " ".join(kept).split() if _WORD.search(w))
+    return sum(1 for w in _HAN.sub(" ", " ".join(kept)).split() if _WORD.search(w))
+
+
+def han_characters(markdown: str) -> int:
+    """Han (Chinese) characters of a Markdown cell a reader reads, MyST comment lines
+    (``% ...``) dropped; :func:`prose_words` counts the words around them."""
+    return sum(len(_HAN.findall(line)) for line in markdown.splitlines()
+               if not line.strip().startswith("%"))
 
 
 def reading_time(pages, words_per_minute=WORDS_PER_MINUTE, minutes_per_cell=MINUTES_PER_CELL):
     """What a reader of ``pages`` (MyST notebooks, found by :func:`page_path`) meets, and how
     long it takes.
 
-    Returns ``{"words": int, "cells": int, "minutes": float}``: the words of prose
-    (:func:`prose_words` of every Markdown cell), the code cells shown (:attr:`Cell.shown`,
-    those in exercise solutions included), and ``words / words_per_minute + cells *
-    minutes_per_cell``.  Claims cells are run, not read, and count for nothing.
+    Returns ``{"words": int, "han": int, "cells": int, "minutes": float}``: the words of
+    prose (:func:`prose_words` of every Markdown cell), its Han characters
+    (:func:`han_characters`, read at :data:`HAN_PER_WORD` per word: a Chinese page), the
+    code cells shown (:attr:`Cell.shown`, those in exercise solutions included), and
+    ``(words + han / HAN_PER_WORD) / words_per_minute + cells * minutes_per_cell``.  Claims
+    cells are run, not read, and count for nothing.
     """
-    words = shown = 0
+    words = han = shown = 0
     for page in pages:
         for cell in cells(page_path(page)):
             if cell.kind == "markdown":
                 words += prose_words(cell.source)
+                han += han_characters(cell.source)
             elif cell.shown:
                 shown += 1
-    return {"words": words, "cells": shown,
-            "minutes": words / words_per_minute + shown * minutes_per_cell}
+    return {"words": words, "han": han, "cells": shown,
+            "minutes": (words + han / HAN_PER_WORD) / words_per_minute + shown * minutes_per_cell}
