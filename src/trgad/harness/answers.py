@@ -71,6 +71,7 @@ FIELDS = {
     "staged": {**_LATTICE, "grad": "finite number or null", "u": "finite number or null",
                "first_ms": "time", "min_ms": "time or null", "repeats": "whole number"},
 }
+FIELDS["forward"] = FIELDS["whole"]          # whole --forward: ad.jvp, timed as ad.grad is
 
 
 def _refuse_constant(name):

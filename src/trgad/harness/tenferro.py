@@ -166,7 +166,7 @@ def _run(args, timeout, version=VERSION, build="stock", given=None):
     if result.status != 0:
         raise TenferroError(f"{PROGRAM} {args[0]} {callgrind.failure(result)}")
     lines = result.stdout.strip().splitlines()
-    mode = "eager" if "--eager" in args else args[0]
+    mode = next((m for m in ("eager", "forward") if f"--{m}" in args), args[0])
     try:
         if not lines:
             raise answers.BadAnswer("it printed nothing")
