@@ -73,7 +73,7 @@ const SPECS: [Spec; 3] = [
         options: &[
             ("schedule", true, SCHEDULE),
             ("beta", true, BETA),
-            ("repeats", true, "timed passes after the first, in [0, 100] (default 3)"),
+            ("repeats", true, "timed passes after the first, in [1, 100] (default 3)"),
         ],
     },
 ];
@@ -166,7 +166,7 @@ pub fn parse(words: impl IntoIterator<Item = OsString>) -> Result<Command, Strin
             let fanout = a.int("fanout", Some(2), 1, 8)?;
             Ok(Command::Chain { depth, fanout, x0: a.x0()? })
         }
-        _ => Ok(Command::Staged { schedule: a.schedule()?, beta: a.beta()?, repeats: a.int("repeats", Some(3), 0, 100)? }),
+        _ => Ok(Command::Staged { schedule: a.schedule()?, beta: a.beta()?, repeats: a.int("repeats", Some(3), 1, 100)? }),
     }
 }
 
