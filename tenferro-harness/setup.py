@@ -1,7 +1,9 @@
 """Builds the harness's programs (pyproject.toml lists them).  One addition to setuptools-rust:
 before cargo runs, ``fixed/prepare.py`` prepares the patched computegraph that
 ``trgad-tenferro-fixed`` builds against (cargo resolves ``[patch]`` paths before any build
-script could run, so this cannot be a ``build.rs``)."""
+script could run, so this cannot be a ``build.rs``).  One line per program goes to stderr
+before cargo starts, so that ``pip install -v`` (which shows a build's output; plain ``pip
+install`` shows only a spinner) says which of the three programs a long cold build is on."""
 import sys
 from pathlib import Path
 
@@ -19,6 +21,13 @@ class build_rust_prepared(build_rust):
         except prepare.PrepareError as e:
             sys.exit(f"trgad-tenferro-fixed: {e}")
         super().run()
+
+    def run_for_extension(self, ext):
+        n = self.extensions.index(ext) + 1
+        print(f"trgad-tenferro: building program {n} of {len(self.extensions)}, {ext.name}, with "
+              f"cargo (cold, all three took ~36 min on 2 cores; with cargo's target folder kept, "
+              f"seconds)", file=sys.stderr, flush=True)
+        super().run_for_extension(ext)
 
 
 setup(cmdclass={"build_rust": build_rust_prepared})
