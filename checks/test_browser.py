@@ -112,7 +112,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        skip_or_fail("the Python package playwright is not installed (pip install -r requirements.txt)")
+        skip_or_fail("the Python package playwright is not installed (pip install -r requirements-dev.txt)")
     with sync_playwright() as p:
         # launch() gives the browser a fresh temporary user-data dir, removed on close.
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

@@ -92,7 +92,7 @@ def _prerequisites():
             __import__(module)
         except ImportError:
             skip_or_fail(f"the Python package {pip_name} is not installed "
-                         f"(pip install -r requirements.txt)")
+                         f"(pip install -r requirements-dev.txt)")
 
 
 def _free_port() -> int:
