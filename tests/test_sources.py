@@ -1,4 +1,5 @@
-"""The repository stands alone: nothing cites a path outside it (a reader's clone has none).
+"""The repository stands alone: nothing cites a path outside it (a reader's clone has none),
+and the package uses JAX's public API only.
 
 Checked: the book, the package, its build extension, the checks, the tests, CI and README.
 """
@@ -16,3 +17,11 @@ def test_no_reference_outside_the_repository():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.resolve() != Path(__file__).resolve()
             for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if OUTSIDE.search(line)]
     assert not hits, f"references to paths outside the repository: {hits}"
+
+
+def test_the_package_uses_no_private_jax():
+    """No ``jax._src`` (JAX's private modules, which change without notice) in ``src/``: not
+    imported, not named; a docstring may cite JAX's source by its file path, with slashes."""
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "src").rglob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1) if "jax._src" in line]
+    assert not hits, f"JAX's private modules used: {hits}"
