@@ -15,7 +15,7 @@ setting wins:
 * NumPy's BLAS runs on one thread, unless you set ``OPENBLAS_NUM_THREADS``,
   ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``.
 
-Why at import, not in an explicit ``trgad.setup()``: every use of trgad (each book page, the
+Why at import, not in an explicit setup function: every use of trgad (each book page, the
 tests, ``python -m trgad``, a reader's script) needs the first change, and a forgotten call
 would give float32 numbers without a word; the others yield to the user's setting.
 
