@@ -119,7 +119,8 @@ print(c.jax_compilation_cache_dir, c.jax_persistent_cache_min_compile_time_secs,
     ({}, "jax.config.update('jax_persistent_cache_min_compile_time_secs', 2.5)", "{ours} 2.5 0"),
 ])
 def test_the_users_own_cache_settings_are_kept(tmp_path, env, before, expected):
-    names = {"own": str(tmp_path / "own"), "ours": str(tmp_path / "trgad" / cache.key() / f"cpus-{len(os.sched_getaffinity(0))}")}
+    ours = tmp_path / "trgad" / cache.key() / f"cpus-{len(os.sched_getaffinity(0))}"
+    names = {"own": str(tmp_path / "own"), "ours": str(ours)}
     env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "trgad"),
                **{k: v.format(**names) for k, v in env.items()})
     r = subprocess.run([sys.executable, "-c", SETTINGS.format(before=before.format(**names))],

@@ -6,7 +6,11 @@ Checked: the book, the package, its build extension, the checks, the tests, CI a
 import importlib
 import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = re.compile(r"\.\./shared|\bshared/(notes|seed)\b")
@@ -67,3 +71,15 @@ def test_every_dotted_trgad_name_is_importable():
              for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
              for w in OLD_WORDS if w in line]
     assert not hits, f"names that are no longer the package's: {hits}"
+
+
+def test_no_line_is_longer_than_pyproject_allows():
+    """``ruff check --select E501`` (line length, ``[tool.ruff] line-length`` in pyproject.toml)
+    on the package, the tests, the checks and the build extension."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (requirements.txt installs it)")
+    r = subprocess.run([ruff, "check", "--no-cache", "--select", "E501", "--output-format", "concise",
+                        "src", "tests", "checks", "_ext", "conftest.py"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
