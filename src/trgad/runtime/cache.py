@@ -22,23 +22,24 @@ what a process pinned to one CPU (a test worker) compiled must not be loaded by 
 The count is read when trgad is imported and again by
 :func:`trgad.runtime.compiled.pin_to_one_cpu` (:func:`follow_cpus`), which must run before
 JAX's back end starts; a process that changes its CPUs otherwise after importing trgad may
-load a program compiled for the old count (its numbers agree, its speed may not).
+load a program compiled for the old count.
+
 An entry that cannot be loaded (cut short by a full disk or a killed run: JAX writes an
-entry in place) is not repaired: JAX warns once per process ("Error reading persistent
-compilation cache entry"), compiles the program again and gives the same numbers
-(``tests/test_cache.py`` measures it), but keeps the broken file, so that one program is
-compiled in every process.  Repairing it would take JAX's private read function; the remedy
-is removing the folder.
+entry in place) is not repaired: JAX warns ("Error reading persistent compilation cache
+entry"), compiles the program again and gives the same numbers (``tests/test_cache.py``
+measures it), but keeps the broken file, so that program is compiled in every process.
+Repairing it would take JAX's private read function; the remedy is removing the folder.
+
 Importing trgad removes old key folders: all but the newest :data:`KEEP`, unless used within
 a day (never anything else).  Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
 Moved or reached through a symbolic link, it still serves: neither key holds its path.
 
 What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
 (the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
-process is kept, the user's own too: the book's are many and quick to compile).  Where the user names a cache folder or turns JAX's cache off
-(``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update``
-before importing trgad), trgad changes nothing; a compile-time threshold the user set is
-kept.
+process is kept, the user's own too: the book's are many and quick to compile).  Where
+the user names a cache folder or turns JAX's cache off (``JAX_COMPILATION_CACHE_DIR``,
+``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update`` before importing trgad), trgad
+changes nothing; a compile-time threshold the user set is kept.
 
 Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
 run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
