@@ -25,7 +25,9 @@ This extension does six things around that:
    sentence means.  Each role's value must be a ``trgad.pages.show.Text`` (``show.num``,
    ``show.text``), a Python ``int`` or a ``str``; anything else is a warning naming the page,
    the line and the expression (:data:`EVAL_TYPES`, :func:`eval_type_problem`), which a
-   strict build (``-W``) turns into an error.
+   strict build (``-W``) turns into an error.  So is a value whose text is empty or
+   ``None``/``none`` (:func:`eval_text_problem`): "at none steps" is a sentence that lost its
+   value; the cell should say the case in words of its own.
 5. **Reads the pages side by side, one CPU each**: Sphinx's parallel read (what
    ``sphinx-build -j`` sets; ``jupyter-book build`` has no such option) with one process
    per usable CPU, each pinned to a CPU of its own (``trgad.runtime.compiled.pin_to_one_cpu``,
@@ -72,9 +74,20 @@ def eval_type_problem(type_name: str, expression: str) -> str | None:
             f"repr; format it in its cell with trgad.pages.show.num(x, fmt) or trgad.pages.show.text(...)")
 
 
+def eval_text_problem(text: str | None, expression: str) -> str | None:
+    """Why ``{eval}`expression```, displayed as ``text`` (its ``text/plain``; a str's quotes
+    are dropped), must not go into prose, or None when it may: an empty text, or ``None`` in
+    any case, is a value the sentence lost."""
+    shown = (text or "").strip().strip("'\"").strip()
+    if shown and shown.lower() != "none":
+        return None
+    return (f"empty value in prose: {{eval}}`{expression}` displays as {text!r}; give the "
+            f"sentence's case its own words in the cell (e.g. 'at no step')")
+
+
 def _guard_eval_roles():
-    """Wrap myst-nb's evaluation of ``{eval}`` roles so that each value's type is checked
-    (item 4 of the module docstring).  The type is asked of the page's kernel through the
+    """Wrap myst-nb's evaluation of ``{eval}`` roles so that each value's type and text are
+    checked (item 4 of the module docstring).  The type is asked of the page's kernel through the
     inline executor's client (myst-nb 1.x internals: ``nb_client._client.eval_expression``);
     if that is missing, every role fails loudly instead of passing unchecked."""
     from myst_nb.core.variables import RetrievalError
@@ -95,6 +108,9 @@ def _guard_eval_roles():
         text = next((o.get("data", {}).get("text/plain") for o in outputs
                      if o.get("output_type") == "execute_result"), None)
         problem = eval_type_problem((text or "?").strip("'\""), key)
+        if problem is None:
+            shown = next((o.data.get("text/plain") for o in data if "text/plain" in o.data), None)
+            problem = eval_text_problem(shown, key)
         if problem:
             raise RetrievalError(problem)
         return data

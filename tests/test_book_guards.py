@@ -1,7 +1,8 @@
 """The strict build's two guards on prose: no raw repr in an ``{eval}``, no claim left unguarded.
 
 * ``_ext/buildext.py`` refuses an ``{eval}`` role whose value is not formatted text
-  (:func:`buildext.eval_type_problem`, tested directly here), and
+  (:func:`buildext.eval_type_problem`, tested directly here) or displays as nothing or
+  ``None`` (:func:`buildext.eval_text_problem`), and
 * a claim about a computed result stands after a cell that asserts it, so a strict build
   in which it stops being true fails on that cell, naming the claim.
 
@@ -35,6 +36,17 @@ def test_raw_values_are_refused_naming_the_expression(type_name):
 @pytest.mark.parametrize("type_name", buildext.EVAL_TYPES)
 def test_formatted_text_ints_and_strings_pass(type_name):
     assert buildext.eval_type_problem(type_name, "x") is None
+
+
+@pytest.mark.parametrize("text", ["", "  ", "None", "none", "'none'", "''", None])
+def test_an_empty_or_none_value_is_refused_naming_the_expression(text):
+    problem = buildext.eval_text_problem(text, "same_digits")
+    assert problem and "same_digits" in problem
+
+
+@pytest.mark.parametrize("text", ["0", "at no step", "2, 4", "'nonempty'", "None of them"])
+def test_a_value_with_text_passes(text):
+    assert buildext.eval_text_problem(text, "x") is None
 
 
 FRONT = textwrap.dedent("""\
@@ -105,3 +117,11 @@ def test_a_claim_made_false_fails_the_build_naming_it(tmp_path):
     status, out = _build(tmp_path, GOOD.replace("ratio = 4 / 2", "ratio = 5 / 2"))
     assert status != 0
     assert "each layer doubles the key visits" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", ['show.text("none")', 'show.text("")', '"None"'])
+def test_an_empty_or_none_value_fails_the_build_naming_it(tmp_path, value):
+    status, out = _build(tmp_path, GOOD.replace('show.num(ratio, ".0f")', value))
+    assert status != 0
+    assert "empty value in prose" in out and "{eval}`shown`" in out

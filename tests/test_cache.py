@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from jax._src.compilation_cache import decompress_executable
-
 from trgad.runtime import cache
 
 CHILD = """
@@ -68,7 +66,8 @@ def test_folder_from_the_environment(tmp_path):
     assert cache.root({"TRGAD_CACHE_DIR": ""}) is None and cache.directory({"TRGAD_CACHE_DIR": " "}) is None
     assert cache.root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "trgad"
     assert cache.root({}) == Path.home() / ".cache" / "trgad"
-    assert cache.directory({"TRGAD_CACHE_DIR": str(tmp_path)}) == tmp_path / cache.key()
+    cpus = f"cpus-{len(os.sched_getaffinity(0))}"
+    assert cache.directory({"TRGAD_CACHE_DIR": str(tmp_path)}) == tmp_path / cache.key() / cpus
 
 
 def test_no_home_directory_means_no_cache(monkeypatch):
@@ -120,7 +119,8 @@ print(c.jax_compilation_cache_dir, c.jax_persistent_cache_min_compile_time_secs,
     ({}, "jax.config.update('jax_persistent_cache_min_compile_time_secs', 2.5)", "{ours} 2.5 0"),
 ])
 def test_the_users_own_cache_settings_are_kept(tmp_path, env, before, expected):
-    names = {"own": str(tmp_path / "own"), "ours": str(tmp_path / "trgad" / cache.key())}
+    ours = tmp_path / "trgad" / cache.key() / f"cpus-{len(os.sched_getaffinity(0))}"
+    names = {"own": str(tmp_path / "own"), "ours": str(ours)}
     env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path / "trgad"),
                **{k: v.format(**names) for k, v in env.items()})
     r = subprocess.run([sys.executable, "-c", SETTINGS.format(before=before.format(**names))],
@@ -148,7 +148,8 @@ def test_a_program_compiled_on_one_cpu_is_not_loaded_on_two(tmp_path):
     if two["cpus"] < 2:
         pytest.skip("one CPU only")
     assert one["cpus"] == 1 and one["hits"] == 0 and two["hits"] == 0
-    assert len(os.listdir(two["dir"])) == 2, "two programs: one per CPU count"
+    assert Path(one["dir"]).name == "cpus-1" and Path(two["dir"]).name == f"cpus-{two['cpus']}"
+    assert len(os.listdir(one["dir"])) == len(os.listdir(two["dir"])) == 1, "one program each"
 
 
 def test_a_second_process_loads_what_the_first_compiled_even_after_a_move(tmp_path):
@@ -179,19 +180,17 @@ def test_old_key_folders_are_removed_and_nothing_else(tmp_path):
     assert set(os.listdir(tmp_path)) == kept
 
 
-def test_a_broken_entry_is_named_once_removed_and_compiled_again(tmp_path):
+def test_a_broken_entry_costs_a_warning_and_a_compile_never_a_wrong_number(tmp_path):
+    """What the cache module's docstring states: JAX warns, compiles again, keeps the file."""
     env = dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path))
     first = _child(env)
     (entry,) = Path(first["dir"]).glob("*-cache")
     whole = entry.read_bytes()
     entry.write_bytes(whole[:len(whole) // 2])      # as left by a full disk or a killed run
     second = _child(env)
-    lines = second["stderr"].splitlines()
-    assert len(lines) == 1 and str(entry) in lines[0] and lines[0].startswith("trgad: "), lines
+    assert "Error reading persistent compilation cache entry" in second["stderr"]
     assert second["hits"] == 0 and second["u"] == first["u"]
-    assert decompress_executable(entry.read_bytes()), "a whole entry again"
-    third = _child(env)
-    assert third["hits"] >= 1 and third["stderr"] == ""
+    assert entry.read_bytes() == whole[:len(whole) // 2], "JAX keeps the broken file"
 
 
 @pytest.mark.slow      # a second interpreter; test_a_second_process_loads_... stays quick

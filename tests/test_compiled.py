@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from trgad.runtime import compiled
+from trgad.runtime import cache, compiled
 from trgad.physics import trg, whole
 
 
@@ -81,16 +81,20 @@ def test_side_by_side_stores_nothing_when_its_block_fails():
     assert program.executables == {}
 
 
-def test_pin_to_one_cpu_before_the_back_end_and_refused_after():
-    code = ("import os, jax.numpy as jnp\n"
+def test_pin_to_one_cpu_before_the_back_end_and_refused_after(tmp_path):
+    code = ("import os, jax, jax.numpy as jnp\n"
             "from trgad.runtime import compiled\n"
             "cpus = sorted(os.sched_getaffinity(0))\n"
             "cpu = compiled.pin_to_one_cpu(len(cpus) + 1)\n"
             "assert cpu == cpus[(len(cpus) + 1) % len(cpus)] and os.sched_getaffinity(0) == {cpu}\n"
+            "print(jax.config.jax_compilation_cache_dir)\n"
             "float(jnp.ones(2).sum())\n"
             "try:\n    compiled.pin_to_one_cpu(0)\nexcept RuntimeError as e:\n    print('refused', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+                         timeout=120, check=True,
+                         env=dict(os.environ, TRGAD_CACHE_DIR=str(tmp_path))).stdout
+    folder, out = out.split("\n", 1)
+    assert folder == str(tmp_path / cache.key() / "cpus-1"), "the cache follows the CPU count"
     assert out.startswith("refused pin_to_one_cpu: JAX's back end has started")
     with pytest.raises(ValueError, match="slot=-1"):
         compiled.pin_to_one_cpu(-1)

@@ -1,10 +1,23 @@
 """trgad: whole-graph versus staged differentiation of the Ising TRG.
 
-The package behind the book.  Importing it switches JAX to float64 (``jax_enable_x64``),
-which every result here needs, chooses XLA's compile options for quick compilation of its
-own programs (:func:`trgad.runtime.compiled.options`, passed to each ``jax.jit``), points
-JAX's persistent compilation cache at trgad's folder (:mod:`trgad.runtime.cache`) and
-limits NumPy's BLAS to one thread.
+The package behind the book.  What ``import trgad`` changes in the process, and how your own
+setting wins:
+
+* JAX computes in float64 (``jax_enable_x64``): every result here needs it, so this one is
+  not yours to turn off while using trgad.
+* trgad's own programs compile with XLA options for quick compilation
+  (:func:`trgad.runtime.compiled.options`, passed to each of its ``jax.jit``; your programs
+  keep XLA's defaults); an option you name in ``XLA_FLAGS`` wins.
+* JAX's persistent compilation cache goes to trgad's folder (:mod:`trgad.runtime.cache`,
+  ``~/.cache/trgad``) and keeps every program; your own cache folder or switch
+  (``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config`` before
+  the import) wins, and ``TRGAD_CACHE_DIR=`` (empty) turns trgad's off.
+* NumPy's BLAS runs on one thread, unless you set ``OPENBLAS_NUM_THREADS``,
+  ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``.
+
+Why at import, not in an explicit setup function: every use of trgad (each book page, the
+tests, ``python -m trgad``, a reader's script) needs the first change, and a forgotten call
+would give float32 numbers without a word; the others yield to the user's setting.
 
 The rooms, one subpackage each, in layers; an import between rooms only points down the
 list, never up or round a circle (``tests/test_layers.py`` checks it on the folders):
@@ -25,7 +38,7 @@ list, never up or round a circle (``tests/test_layers.py`` checks it on the fold
   and the compilation cache.
 
 Each room's docstring lists its modules; a chapter imports from the rooms.  ``trgad`` itself
-sets JAX to float64 and XLA's options, and names :class:`InputError`.
+names :class:`InputError`.
 
 Input is checked once, where it enters (:mod:`trgad.runtime.validate`, one
 :class:`InputError` naming the value and its range): the command line, and the public API,
@@ -41,6 +54,8 @@ is needed inside, trgad calls its ``*_unchecked`` twin (``trg.truncation_schedul
 ``modes.value_and_derivatives_unchecked``, ...); ``tests/test_check_once.py`` counts the checks
 of every command and of the public functions.
 """
+import os as _os
+
 import jax as _jax
 from threadpoolctl import threadpool_limits as _threadpool_limits
 
@@ -60,7 +75,9 @@ from .runtime.validate import InputError  # noqa: E402
 # SciPy only for Onsager's integral, which uses no BLAS): on a machine whose few cores other
 # processes share, two BLAS threads made a 256 x 256 np.linalg.svd many times slower (a
 # thread that waits for a busy core holds up the other).  JAX's XLA kernels are not
-# affected by this limit.
-_threadpool_limits(1, user_api="blas")
+# affected by this limit.  A thread count the user names wins.
+if not any(_os.environ.get(v, "").strip()
+           for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")):
+    _threadpool_limits(1, user_api="blas")
 
 __all__ = ["InputError"]

@@ -15,23 +15,31 @@ never an error: a cache may make a process quicker, never stop it.
 
 Inside it, one folder per key (:func:`key`): the versions of jax and jaxlib and a hash of the
 package's source and of ``XLA_FLAGS``, so a changed compiler or package never meets an old
-entry.  JAX's own key (``jax/_src/cache_key.py``) covers the program, the compile options
-and ``XLA_FLAGS``, not the number of CPUs, which XLA's CPU compiler builds into the program
-(it splits loops into that many parts): trgad adds that number, read as each program is
-compiled, to JAX's key (its ``custom_hook``), so what a process pinned to one CPU (a test
-worker) compiled is never loaded by one on two.  An entry that cannot be loaded (cut short
-by a full disk or a killed run) is named in one line on stderr, removed and compiled again.
+entry; in that, one folder per CPU count (``cpus-N``, :func:`directory`).  Why: JAX's own
+key covers the program, the compile options and ``XLA_FLAGS``, not the number of CPUs,
+which XLA's CPU compiler builds into the program (it splits loops into that many parts), so
+what a process pinned to one CPU (a test worker) compiled must not be loaded by one on two.
+The count is read when trgad is imported and again by
+:func:`trgad.runtime.compiled.pin_to_one_cpu` (:func:`follow_cpus`), which must run before
+JAX's back end starts; a process that changes its CPUs otherwise after importing trgad may
+load a program compiled for the old count.
+
+An entry that cannot be loaded (cut short by a full disk or a killed run: JAX writes an
+entry in place) is not repaired: JAX warns ("Error reading persistent compilation cache
+entry"), compiles the program again and gives the same numbers (``tests/test_cache.py``
+measures it), but keeps the broken file, so that program is compiled in every process.
+Repairing it would take JAX's private read function; the remedy is removing the folder.
+
 Importing trgad removes old key folders: all but the newest :data:`KEEP`, unless used within
 a day (never anything else).  Remove the folder to clear it (``rm -rf ~/.cache/trgad``).
 Moved or reached through a symbolic link, it still serves: neither key holds its path.
 
 What importing trgad sets in JAX, and only when the user has not: ``jax_compilation_cache_dir``
 (the folder above), ``jax_persistent_cache_min_compile_time_secs`` 0 (every program of the
-process is kept, the user's own too: the book's are many and quick to compile) and the CPU
-count in JAX's key.  Where the user names a cache folder or turns JAX's cache off
-(``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update``
-before importing trgad), trgad changes nothing; a compile-time threshold the user set is
-kept.
+process is kept, the user's own too: the book's are many and quick to compile).  Where
+the user names a cache folder or turns JAX's cache off (``JAX_COMPILATION_CACHE_DIR``,
+``JAX_ENABLE_COMPILATION_CACHE``, or ``jax.config.update`` before importing trgad), trgad
+changes nothing; a compile-time threshold the user set is kept.
 
 Measurements of a first call, compilation included (the benchmark's ``first_seconds``),
 run inside :func:`disabled`, so a warm cache never makes a first call look cheap.
@@ -44,15 +52,11 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import time
 from importlib import metadata
 from pathlib import Path
 
 import jax
-from jax._src import cache_key as _jax_key
-from jax._src import compilation_cache as _jax_read
-from jax._src import lru_cache as _jax_files
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 #: Environment variable naming the cache folder; set but empty, it turns the cache off.
@@ -102,9 +106,14 @@ def root(environ=None) -> Path | None:
 
 
 def directory(environ=None) -> Path | None:
-    """Where this process's compiled programs go: ``root() / key()``, or None (off)."""
+    """Where this process's compiled programs go: ``root() / key() / "cpus-N"``, N the CPUs
+    it may run on now, or None (off)."""
     top = root(environ)
-    return None if top is None else top / key(environ)
+    return None if top is None else top / key(environ) / f"cpus-{_cpus()}"
+
+
+#: The folder :func:`setup` gave JAX last (None: JAX's cache setting is not trgad's).
+_OURS = None
 
 
 def setup() -> Path | None:
@@ -114,24 +123,31 @@ def setup() -> Path | None:
     when JAX's cache is the user's (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config`` names a
     folder, or turns the cache off: nothing is changed), when trgad's is off, or when its
     folder cannot be created or written (then JAX compiles as usual, without a word)."""
-    theirs = jax.config.jax_compilation_cache_dir is not None
+    global _OURS
+    now = jax.config.jax_compilation_cache_dir
+    theirs = now is not None and now != _OURS
     if theirs or not jax.config.jax_enable_compilation_cache:
-        return None
-    if not hasattr(_jax_key, "custom_hook"):    # a JAX without it: no cache, never a wrong one
         return None
     path = directory()
     if path is None or not _writable(path):
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
+    _OURS = str(path)
     if (_MIN_SECONDS_ENV not in os.environ
             and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_MIN_SECONDS):
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    if not getattr(_jax_key.custom_hook, "trgad", False):
-        _jax_key.custom_hook = _with_cpus(_jax_key.custom_hook)
-    read = _jax_read.get_executable_and_time
-    if not getattr(read, "trgad", False):
-        _jax_read.get_executable_and_time = _dropping_broken(read, path)
-    _prune(path)
+    _prune(path.parent)
+    return path
+
+
+def follow_cpus() -> Path | None:
+    """After this process's CPUs changed (:func:`trgad.runtime.compiled.pin_to_one_cpu`),
+    point JAX's cache at the folder of the new count, if the folder in use is trgad's.
+    Returns the folder in use, or None (not trgad's)."""
+    if _OURS is None or jax.config.jax_compilation_cache_dir != _OURS:
+        return None
+    path = setup()
+    _jax_cache.reset_cache()           # JAX opens its folder once, at the first compile
     return path
 
 
@@ -156,43 +172,6 @@ def _prune(folder):
 def _cpus() -> int:
     """The number of CPUs this thread may run on (all of them where the OS has no affinity)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def _with_cpus(hook):
-    """JAX's cache-key hook ``hook`` (``jax._src.cache_key.custom_hook``, whose string JAX
-    hashes into every key) with :func:`_cpus` added, read when each program is compiled: XLA's
-    CPU compiler splits loops into that many parts then, and JAX's own key misses it."""
-    def custom_hook():
-        return f"{hook()}|trgad-cpus={_cpus()}"
-    custom_hook.trgad = True
-    return custom_hook
-
-
-def _dropping_broken(read, folder):
-    """JAX's read of a cache entry, ``read`` (``jax._src.compilation_cache.
-    get_executable_and_time``), such that an entry of ``folder`` that cannot be loaded (cut
-    short by a full disk or a killed run) is named in one line on stderr and removed, so the
-    program is compiled and kept again.  Why: JAX warns about such an entry on every run,
-    naming the program, not the file, and never replaces it (``LRUCache.put`` keeps a file
-    that exists), so the cache silently stops helping."""
-    def get_executable_and_time(cache_key, *args, **kwargs):
-        try:
-            return read(cache_key, *args, **kwargs)
-        except Exception as e:
-            if (jax.config.jax_raise_persistent_cache_errors
-                    or jax.config.jax_compilation_cache_dir != str(folder)):
-                raise
-            entry = folder / f"{cache_key}{getattr(_jax_files, '_CACHE_SUFFIX', '-cache')}"
-            try:
-                entry.unlink()
-            except OSError:                 # not a file of ours: JAX warns as usual
-                raise e from None
-            why = (str(e).splitlines() or [""])[0]
-            print(f"trgad: removed a broken compilation cache entry, compiled again: {entry} "
-                  f"({type(e).__name__}: {why})", file=sys.stderr)
-            return None, None
-    get_executable_and_time.trgad = True
-    return get_executable_and_time
 
 
 def _writable(path) -> bool:

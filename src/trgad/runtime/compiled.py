@@ -24,7 +24,7 @@ import threading
 
 import jax
 
-from . import exports
+from . import cache, exports
 
 _CACHES = {}
 
@@ -104,12 +104,21 @@ def defaults():
 
 
 def _backend_started():
-    """Whether JAX's back end has started; False if this JAX cannot tell."""
+    """Whether JAX's CPU back end has started, seen from the OS: XLA's CPU client starts
+    threads named ``tf_XLA...`` (its compile, Eigen and execute pools) when it starts, and
+    JAX has no public way to ask.  False where the OS does not tell (no ``/proc``)."""
     try:
-        from jax._src import xla_bridge
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
         return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().startswith("tf_XLA"):
+                    return True
+        except OSError:         # a thread that ended meanwhile
+            pass
+    return False
 
 
 def jit(fn, **kwargs):
@@ -277,7 +286,8 @@ class SideBySide:
 def pin_to_one_cpu(slot):
     """Run this process on one CPU: the ``slot``-th (modulo their number) of the CPUs it may
     use now.  Every thread it has (``/proc/self/task``) and every thread and process it
-    starts from now on run there.  Returns that CPU's number.  For processes that run side
+    starts from now on run there, and JAX's compilation cache moves to the folder of one CPU
+    (:func:`trgad.runtime.cache.follow_cpus`).  Returns that CPU's number.  For processes that run side
     by side (test workers, a parallel book build): XLA's CPU runtime sizes its thread pool
     to the usable CPUs when JAX's back end starts, and processes whose pools share the
     cores can slow each other down by a large factor; restricting each process's CPUs
@@ -302,6 +312,7 @@ def pin_to_one_cpu(slot):
             os.sched_setaffinity(tid, {cpu})
         except OSError:          # a thread that ended meanwhile
             pass
+    cache.follow_cpus()          # the compilation cache folder of the new CPU count
     return cpu
 
 

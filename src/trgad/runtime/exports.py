@@ -47,7 +47,6 @@ import tempfile
 from importlib import metadata
 
 import jax
-from jax._src import config as _jax_config
 
 from . import cache
 
@@ -108,11 +107,20 @@ def describe(tree):
     return {"tree": str(treedef), "leaves": [[list(x.shape), str(x.dtype)] for x in leaves]}
 
 
+#: JAX settings left out of :func:`_tracing_config`: the caches' and the logs', which change
+#: no trace (and the cache folder differs between processes that share programs).
+_UNTRACED = re.compile(r"jax_(compilation_cache|persistent_cache|enable_compilation_cache|"
+                       r"raise_persistent_cache|explain_cache|log_|logging|debug_log)")
+
+
 def _tracing_config():
-    """JAX's configuration that changes what a trace gives (``enable_x64``, promotion rules,
-    matmul precision, ...), as text; values without a stable text (objects named by their
-    address) are left out."""
-    return [r for r in map(repr, _jax_config.trace_context()) if " at 0x" not in r]
+    """JAX's configuration (``jax.config.values``, every setting but the caches' and logs'),
+    as text: among it all that changes what a trace gives (``enable_x64``, promotion rules,
+    matmul precision, ...); values without a stable text (objects named by their address)
+    are left out.  More than JAX's own trace context, so never less: a setting that changes
+    no trace costs at most a program traced again."""
+    return sorted(f"{name}={value!r}" for name, value in jax.config.values.items()
+                  if not _UNTRACED.match(name) and " at 0x" not in repr(value))
 
 
 def manifest(key, fn, args, options):
