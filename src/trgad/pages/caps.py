@@ -178,7 +178,7 @@ ROOTCAUSE_ENGINE_DEPTH = 10 if PREVIEW else 12
 #: tree itself grows about 16-fold per step: about 6 * 10**7 nodes at 5).
 ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5
 
-# ---- computegraph-rs's keys over its history (book/keys-history.md) -------------------------
+# ---- computegraph-rs's keys over its history (no page uses these since keys-history.md merged into elsewhere.md)
 #: Mul-chain depths whose key is unfolded into a tree of tuples and freed (about
 #: 2**(depth+2) tuples: 65,533 at 14).
 KEYS_HISTORY_DROP_DEPTHS = tuple(range(8, 13)) if PREVIEW else tuple(range(8, 15))
