@@ -93,6 +93,11 @@ COUNT_CHAIN_DEPTHS = ({2: tuple(range(2, 9)), 3: tuple(range(2, 7))} if PREVIEW
 #: TRG steps counted the same way (3 steps: about 15 s under callgrind).
 COUNT_TRG_STEPS = (1, 2, 3)
 
+#: TRG steps at which staged.md compares tenferro-rs's staged loop with the fixed build's
+#: whole-graph ad.grad (time and the child's peak memory; 20 is the report's staged run,
+#: a few seconds each).
+STAGED_VS_FIXED_STEPS = (5, 10, 20)
+
 # ---- tenferro-rs fixed: computegraph's equality patched (book/maintainers.md, phenomenon, staged)
 #: Mul-chain depths counted in the fixed build, by fan-out: doubling depths to 32, where the
 #: stock build's walk would take 2**32 calls; linear, so each count takes seconds.
