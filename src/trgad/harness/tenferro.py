@@ -7,8 +7,9 @@ measured, :data:`NEWEST` (``trgad-tenferro-0-9-0``, ``tenferro-harness/v0.9.0/``
 lock; same source).  Each call here runs it once as a child process
 in a session of its own, with a hard timeout that kills its whole process group
 (:func:`trgad.runtime.children.run_command`), and returns the one JSON object it printed, plus
-``returned`` (False when the timeout ended it: then only ``timeout_s`` and ``seconds``) and
-``seconds`` (wall time of the child, start-up included).  Everything runs on tenferro-rs's
+``returned`` (False when the timeout ended it: then only ``timeout_s``, ``seconds`` and
+``peak_rss_mib``), ``seconds`` (wall time of the child, start-up included) and
+``peak_rss_mib`` (the child's peak resident memory, MiB, from its rusage).  Everything runs on tenferro-rs's
 ``CpuEngine::serial()`` (one thread), the source report's setting.
 
 * :func:`whole` - lnZ/N of the TRG (same site tensor, normalisation, split and truncation
@@ -158,7 +159,8 @@ def _run(args, timeout, version=VERSION, build="stock", given=None):
     except OSError as e:
         raise TenferroError(f"{PROGRAM} could not be started: {e}") from None
     if not result.returned:
-        out = {"returned": False, "timeout_s": timeout, "seconds": result.seconds}
+        out = {"returned": False, "timeout_s": timeout, "seconds": result.seconds,
+               "peak_rss_mib": result.peak_rss_mib}
         started = _STARTED.search(result.last_error)
         if started:
             out["transform_started_ms"] = float(started.group(1))
@@ -173,7 +175,7 @@ def _run(args, timeout, version=VERSION, build="stock", given=None):
         out = answers.program_answer(lines[-1], mode, given or {})
     except answers.BadAnswer as e:
         raise TenferroError(f"{PROGRAM} {args[0]} gave no answer of its own: {e}") from None
-    out.update(returned=True, seconds=result.seconds)
+    out.update(returned=True, seconds=result.seconds, peak_rss_mib=result.peak_rss_mib)
     return out
 
 

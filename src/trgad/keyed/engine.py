@@ -2,8 +2,8 @@
 
 The engine rebuilds the part of tenferro-rs that matters, small enough to read and to count:
 values whose identity is a key, and transforms that find values by key.  The book's
-root-cause chapter (``book/rootcause.md``) walks through it and counts the library itself
-beside it (:func:`trgad.harness.tenferro.count`); this is the map.
+root-cause chapter (``book/rootcause.md``) builds its smallest version and counts the library
+itself (:func:`trgad.harness.tenferro.count`); this is the map.
 
 Around this module: :mod:`trgad.keyed.keys` (keys, their three strategies, the key-visit
 counter), :mod:`trgad.keyed.rules` (each primitive's NumPy implementation, reverse rule and
@@ -36,7 +36,7 @@ This module has two parts:
    :func:`jvp_eager` is forward mode without keys: tangents follow the recorded trace by
    object identity, like dual numbers.
 
-Confirmed by counting the library (callgrind, book/rootcause.md): on the mul chain, step c
+Confirmed by counting the library (callgrind, book/maintainers.md): on the mul chain, step c
 and the library's registry walk the same trees, base the fan-out, in the same closed form
 A K^D + B D + C; the engine's copy holds every value, the library's derivative graph only the
 primal values it recomputes, so its leading constant A is half the engine's.

@@ -85,13 +85,19 @@ TENFERRO_HANG_SECONDS = 4.0
 TENFERRO_CHAIN_DEPTHS = ({2: (16, 18, 20), 3: (11, 12, 13)} if PREVIEW
                          else {2: (16, 18, 20, 22), 3: (11, 12, 13, 14)})
 #: Mul-chain depths at which tenferro-rs's calls of its key equality are counted exactly
-#: (valgrind's callgrind, trgad.harness.tenferro.count; book/rootcause.md), by fan-out: three depths
+#: (valgrind's callgrind, trgad.harness.tenferro.count; book/maintainers.md), by fan-out: three depths
 #: fix the closed form A K**D + B D + C, the others check it.  Under callgrind the deepest
 #: takes about 10 s; each count is kept per machine.
 COUNT_CHAIN_DEPTHS = ({2: tuple(range(2, 9)), 3: tuple(range(2, 7))} if PREVIEW
                       else {2: tuple(range(2, 11)), 3: tuple(range(2, 8))})
-#: TRG steps counted the same way (3 steps: about 15 s under callgrind).
+#: TRG steps counted the same way, stock and fixed (book/rootcause.md; 3 steps: about 15 s
+#: under callgrind).
 COUNT_TRG_STEPS = (1, 2, 3)
+
+#: TRG steps at which staged.md compares tenferro-rs's staged loop with the fixed build's
+#: whole-graph ad.grad (time and the child's peak memory; 20 is the report's staged run,
+#: a few seconds each).
+STAGED_VS_FIXED_STEPS = (5, 10, 20)
 
 # ---- tenferro-rs fixed: computegraph's equality patched (book/maintainers.md, phenomenon, staged)
 #: Mul-chain depths counted in the fixed build, by fan-out: doubling depths to 32, where the
@@ -169,11 +175,6 @@ ROOTCAUSE_IDENTITY_DEPTH = 1000
 #: Mul-chain depths of the tiny transform with structural keys (the key visits about
 #: double per layer: about 10**5 at depth 14).
 ROOTCAUSE_STRUCTURAL_DEPTHS = tuple(range(2, 11, 2)) if PREVIEW else tuple(range(2, 15, 2))
-#: Mul-chain depths of the tiny transform with memoised and interned keys (quadratic and
-#: linear in depth; the memo's comparison recurses about 2 * depth frames deep).
-ROOTCAUSE_FIX_DEPTHS = tuple(range(2, 31, 4)) if PREVIEW else tuple(range(2, 63, 4))
-#: Depth of the mul chain whose engine transform is counted step by step, per key strategy.
-ROOTCAUSE_ENGINE_DEPTH = 10 if PREVIEW else 12
 #: TRG steps whose lnZ/N key trees are counted on the DAG (linear time in the steps; the
 #: tree itself grows about 16-fold per step: about 6 * 10**7 nodes at 5).
 ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5

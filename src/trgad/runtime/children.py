@@ -196,6 +196,22 @@ def _exited(proc):
     return info is not None
 
 
+def _high_water_mib(pid):
+    """The peak resident memory of process ``pid`` so far, MiB: Linux's ``VmHWM`` (the
+    high-water mark of the program's own memory since its exec), or None (no /proc, or the
+    process has exited).  Not ``ru_maxrss`` from ``wait4``: Linux carries the forking
+    process's resident size into the child's, so every child would show at least this
+    Python's."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) / 1024       # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _last_line(file):
     file.seek(0)
     lines = file.read().decode("utf-8", "replace").strip().splitlines()
@@ -206,17 +222,25 @@ def _run_all(runs, timeout, env):
     """Start every ``(cmd, out, err)`` of ``runs`` in a session of its own (stdout, stderr
     to the files ``out``, ``err``), wait until all have exited or ``timeout`` s pass, then
     kill every process group whatever happened (an exception, a signal), so nothing the
-    runs started survives.  Returns (killed, seconds, [exit status, ...]), the statuses None
-    when killed.  Raises OSError when a program cannot be started (those started are
-    ended first)."""
+    runs started survives.  Returns (killed, seconds, [exit status, ...], [peak MiB, ...]),
+    the statuses None when killed, each peak the largest :func:`_high_water_mib` read while
+    it ran, every 10 ms (a high-water mark: a peak in a run's last 10 ms can be missed; None
+    when none was read).  Raises OSError when a program cannot be started (those started
+    are ended first)."""
     t0 = time.perf_counter()
     procs, killed = [], False
+    peaks = []
     try:
         with held():
             for cmd, out, err in runs:
                 procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                               env=env, start_new_session=True))
+        peaks = [None] * len(procs)
         while not all(_exited(p) for p in procs):
+            for i, p in enumerate(procs):
+                now = _high_water_mib(p.pid)
+                if now is not None and (peaks[i] is None or now > peaks[i]):
+                    peaks[i] = now
             if time.perf_counter() - t0 > timeout:
                 killed = True
                 break
@@ -226,7 +250,7 @@ def _run_all(runs, timeout, env):
         with held():
             for p in procs:
                 _end_group(p)
-    return killed, seconds, [None if killed else p.returncode for p in procs]
+    return killed, seconds, [None if killed else p.returncode for p in procs], peaks
 
 
 def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
@@ -261,7 +285,7 @@ def run_with_timeout_unchecked(target, kwargs, timeout, args=None):
             tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         result_path = os.path.join(tmp, "result.json")
         cmd = [sys.executable, "-c", _RUNNER, result_path, target, json.dumps([args or [], kwargs or {}])]
-        killed, seconds, (status,) = _run_all([(cmd, out, err)], timeout, env)
+        killed, seconds, (status,), _ = _run_all([(cmd, out, err)], timeout, env)
         if killed:
             return SubprocessResult(False, seconds, timeout)
         try:
@@ -288,6 +312,7 @@ class CommandResult:
     status: int | None        # exit status (-N: killed by signal N); None when killed at the timeout
     stdout: str               # everything it printed on stdout
     last_error: str           # the last line it printed on stderr
+    peak_rss_mib: float | None = None  # its peak resident memory, MiB (VmHWM); None if unread
 
 
 def run_command(cmd: list, timeout: float) -> CommandResult:
@@ -309,11 +334,11 @@ def run_commands(cmds: list, timeout: float) -> list:
     with contextlib.ExitStack() as files:
         pairs = [(files.enter_context(tempfile.TemporaryFile()), files.enter_context(tempfile.TemporaryFile()))
                  for _ in cmds]
-        killed, seconds, statuses = _run_all([(cmd, out, err) for cmd, (out, err) in zip(cmds, pairs)],
-                                             timeout, None)
+        killed, seconds, statuses, peaks = _run_all(
+            [(cmd, out, err) for cmd, (out, err) in zip(cmds, pairs)], timeout, None)
         results = []
-        for (out, err), status in zip(pairs, statuses):
+        for (out, err), status, peak in zip(pairs, statuses, peaks):
             out.seek(0)
             results.append(CommandResult(not killed, seconds, timeout, status,
-                                         out.read().decode("utf-8", "replace"), _last_line(err)))
+                                         out.read().decode("utf-8", "replace"), _last_line(err), peak))
         return results
