@@ -159,7 +159,7 @@ FIXEDPOINT_L = 6 if PREVIEW else 8
 #: within it near beta_c at the full L).
 FIXEDPOINT_SWEEP = 40 if PREVIEW else 60
 
-# ---- tensorgrad's broadened SVD rule on the TRG (book/broadened.md) -------------------------
+# ---- tensorgrad's broadened SVD rule on the TRG (book/svd-degeneracy.md) ------------------------
 #: TRG steps at which tensorgrad's broadened rule is compared with the exact one (even, so
 #: that the torus is square and Kaufman's L x L value applies; 20 is the size of the recorded
 #: tensorgrad run).  Each rule compiles one second-order program of this many steps.
