@@ -191,7 +191,7 @@ KEYS_HISTORY_FREE_DEPTH = 10 if PREVIEW else 12
 #: exact key visits at fan-out 2 (the count doubles per layer) and 10**5 at fan-out 3.
 MULCHAIN_DEPTHS = ({2: tuple(range(2, 13)), 3: tuple(range(2, 9))} if PREVIEW
                    else {2: tuple(range(2, 16)), 3: tuple(range(2, 11))})
-#: Depths of that page's interned-key and JAX sweeps (their cost per layer is constant).
+#: Depths of that page's JAX and eager forward-mode sweeps (their cost per layer is constant).
 MULCHAIN_DEEP_DEPTHS = (10, 20, 30) if PREVIEW else (10, 20, 30, 40)
 #: Depths of the fan-out-4 exercise on that page (4**7: about 2 * 10**5 key visits).
 MULCHAIN_FANOUT4_DEPTHS = tuple(range(2, 7)) if PREVIEW else tuple(range(2, 8))

@@ -25,8 +25,9 @@ from pathlib import Path
 
 __all__ = ["Cell", "cells", "han_characters", "page_path", "prose_words", "reading_time"]
 
-#: Pace of the stated reading time: words of technical prose per minute.
-WORDS_PER_MINUTE = 200
+#: Pace of the stated reading time: words of technical prose per minute (honest: a physicist
+#: reading Part I found twice this pace too fast; tests/test_editions.py uses the same).
+WORDS_PER_MINUTE = 100
 #: Minutes to read and run one code cell a reader sees.
 MINUTES_PER_CELL = 1.0
 #: Pace for Chinese prose, in Han characters per minute at the pace of ``words_per_minute``:
