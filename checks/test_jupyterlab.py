@@ -21,7 +21,7 @@ result in a real browser:
    prose with the digits the chapter prints; that no cell failed; and that the figure
    cell shows its image.  A screenshot goes to ``_build/screenshots/``.
 
-The chapter is ``book/trg.md`` (the TRG and its exact checks): its prose has numbers with
+The chapter is ``book/trg.md`` (the TRG: u and c from the gradient): its prose has numbers with
 an independent oracle, and it runs in well under a minute with the preview caps.  With ``CI=true`` a missing
 prerequisite (Chromium, playwright, jupyterlab-myst) is a failure, not a skip.
 """

@@ -168,7 +168,7 @@ def test_chi16_cuts_nearly_degenerate_at_steps_7_to_9_but_accepted(cuts_chi16):
 
 
 def test_schedule_refuses_a_chi_that_cuts_a_multiplet():
-    # the book's example (truncation.md); which step cuts the doublet depends on rounding
+    # the book's example; which step cuts the doublet depends on rounding
     # amplified by the near-degenerate cuts at steps 7 to 9 (13 before the site tensor was
     # written in closed form, 14 since)
     with pytest.raises(trgad.InputError, match=r"chi=19 at step 1\d \(beta=0.5\) cuts inside a multiplet of 2"):

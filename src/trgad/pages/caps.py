@@ -40,18 +40,14 @@ TRANSFORM_CAP_SECONDS = 0.3 if PREVIEW else 1.5
 HANG_TIMEOUT_SECONDS = 3.0 if PREVIEW else 6.0
 #: Timed repeats after one warm-up (min is reported).
 REPEATS = 1 if PREVIEW else 3
-#: Number of beta values in the u(beta) scan of the TRG page (book/trg.md), 0.25 to 0.6.
-BETA_POINTS = 7 if PREVIEW else 9
-#: TRG steps used for the u(beta) scan.
-SCAN_STEPS = 12 if PREVIEW else 20
 #: Numbers of TRG steps whose jax.grad the SVD page (book/svd-degeneracy.md) takes through
 #: JAX's own SVD rule (each a jitted gradient; NaN once equal discarded values appear).  Which
 #: graphs are NaN depends on the LAPACK kernel: with OpenBLAS's Haswell kernel from 1 step,
 #: with its SkylakeX kernel from 5, so the preview keeps 5.
 STOCK_RULE_STEPS = (1, 2, 5) if PREVIEW else (1, 2, 3, 4, 5, 6)
-#: Bond dimensions of the convergence figure of the truncation page (book/truncation.md).
-#: Each point costs a NumPy schedule and an eager second derivative (forward over forward)
-#: of the whole graph, whose cost is mostly the dispatch of its many small operations.
+#: Bond dimensions of the convergence figure of the TRG page (book/trg.md).  Each point
+#: costs a NumPy schedule and a staged second derivative (forward over forward, one step at
+#: a time: one compiled program per step shape).
 CONV_CHIS = (4, 8) if PREVIEW else (4, 8, 16)
 #: Largest chi of that figure at beta = 0.3 and near beta_c.
 CONV_CHI_MAX = (8, 8) if PREVIEW else (16, 16)
@@ -216,7 +212,7 @@ DETECT_STEPS_JAX = (1, 2, 4)
 #: at preview depths it is faster than that; about 2 * 10**5 key visits).
 DETECT_SPLIT_DEPTH = 14
 
-# ---- u(beta) and c(beta) across the transition (book/transition.md) -------------------------
+# ---- u(beta) and c(beta) across the transition (book/trg.md) --------------------------------
 #: Bond dimensions of that page's scan (the smaller one shows a truncation overshoot).
 TRANSITION_CHIS = (8, 16)
 #: TRG steps of the scan (even: the torus is L x L with L = 2**(steps // 2), so Kaufman's
