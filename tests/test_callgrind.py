@@ -67,6 +67,8 @@ def test_count_refuses_bad_input_in_one_line():
         tenferro.count("chain", depth=0)
     with pytest.raises(InputError, match="0.7.0"):
         tenferro.count("chain", depth=3, version="0.7.0")
+    with pytest.raises(InputError, match="graph must be 'trg'"):
+        tenferro.count("chain", depth=3, eager=True)
 
 
 def test_count_says_valgrind_is_missing(monkeypatch):
@@ -118,6 +120,20 @@ def test_trg_counts_grow_by_the_paths_per_step():
     for key in ("eq_nested_transform", "eq_nested_drop"):
         assert n[3][key] / n[2][key] == pytest.approx(16, rel=0.01), key
         assert n[2][key] / n[1][key] > 10, key
+
+
+@pytest.mark.slow
+@needs_harness
+def test_eager_backward_walks_as_grad_and_drop_together():
+    """tenferro-rs's eager backward() runs the transform and frees its graph: its walk is
+    ad.grad's plus the drop's, to within 1 % (a few dozen lookups differ), at 1 to 3 TRG
+    steps, so it grows by the same 16 per step (0.8.0: 21,667 / 359,271 / 5,765,093 calls)."""
+    for s in (1, 2, 3):
+        eager, whole = tenferro.count("trg", steps=s, eager=True), tenferro.count("trg", steps=s)
+        assert set(eager) >= {"eq_calls_backward", "eq_nested_backward", "callers_backward"}
+        assert "eq_nested_transform" not in eager and eager["args"][-1] == "--eager"
+        both = whole["eq_nested_transform"] + whole["eq_nested_drop"]
+        assert tenferro.walk(eager, "backward") == pytest.approx(both, rel=1e-2), s
 
 
 @pytest.mark.slow

@@ -247,6 +247,25 @@ def test_a_good_kept_count_is_not_counted_again(stand_ins, cli):
     assert (stand_ins / "valgrind.log").read_text().count("--tool=callgrind") == runs
 
 
+def test_an_eager_count_is_kept_and_checked_as_backwards_own(stand_ins):
+    """count(eager=True) counts the one place backward(); kept, it passes the check, and
+    spoiled (more calls nested than made) it is counted again."""
+    first = tenferro.count("trg", steps=1, eager=True)
+    assert first["eq_calls_backward"] == 12 and first["eq_nested_backward"] == 7
+    assert first["callers_backward"] == [["trgad_tenferro::backward", 5]]
+    assert first["args"][-1] == "--eager" and "eq_nested_transform" not in first
+    log = stand_ins / "valgrind.log"
+    runs = log.read_text().count("--tool=callgrind")
+    assert runs == 1 and tenferro.count("trg", steps=1, eager=True) == first
+    assert log.read_text().count("--tool=callgrind") == runs
+    (entry,) = (stand_ins / "cache" / "callgrind").iterdir()
+    kept = json.loads(entry.read_text())
+    kept["count"]["eq_nested_backward"] = 13
+    entry.write_text(json.dumps(kept))
+    assert tenferro.count("trg", steps=1, eager=True) == first
+    assert log.read_text().count("--tool=callgrind") == runs + 1
+
+
 # ---- 4, 5, 11: one range in the help, the message and the program -----------------------
 
 def help_text(capsys, *command):

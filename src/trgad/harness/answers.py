@@ -115,9 +115,11 @@ def program_answer(line, mode, given):
     return kept
 
 
-#: The fields of a kept count (:func:`trgad.harness.tenferro.count`) besides the arguments.
+#: The fields of a kept count (:func:`trgad.harness.tenferro.count`) besides the arguments and
+#: the callers: of ``ad.grad`` and the drop, or (its args with ``--eager``) of ``backward()``.
 COUNT_FIELDS = ("eq_calls_transform", "eq_calls_drop", "eq_nested_transform", "eq_nested_drop",
                 "eq_nested_registry")
+EAGER_COUNT_FIELDS = ("eq_calls_backward", "eq_nested_backward")
 
 
 def kept_count(entry, key, arguments):
@@ -130,15 +132,17 @@ def kept_count(entry, key, arguments):
     if entry["key"] != key:
         raise BadAnswer("it was stored under another key")
     out = entry["count"]
-    if not isinstance(out, dict) or set(out) != {*arguments, *COUNT_FIELDS, "callers_transform", "callers_drop"}:
+    eager = "--eager" in arguments["args"]
+    fields, places = (EAGER_COUNT_FIELDS, ("backward",)) if eager else (COUNT_FIELDS, ("transform", "drop"))
+    if not isinstance(out, dict) or set(out) != {*arguments, *fields, *(f"callers_{w}" for w in places)}:
         raise BadAnswer(f"its count is {shown(out)}, not the fields of a count")
     for name, value in arguments.items():
         if out[name] != value:
             raise BadAnswer(f"its {name} is {shown(out[name])}, not {shown(value)}")
-    for name in COUNT_FIELDS:
+    for name in fields:
         if not _whole(out[name]):
             raise BadAnswer(f"its {name} is {shown(out[name])}, not a whole number >= 0")
-    for where in ("transform", "drop"):
+    for where in places:
         callers = out[f"callers_{where}"]
         if not (isinstance(callers, list) and all(
                 isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and _whole(c[1]) and c[1] >= 1

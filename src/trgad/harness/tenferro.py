@@ -28,7 +28,7 @@ in a session of its own, with a hard timeout that kills its whole process group
 * :func:`chain` - y <- y**K / K to depth D: ``transform_ms``, ``drop_ms``, ``grad_ops``,
   ``grad``.
 * :func:`count` - exact calls of computegraph's key equality during ``ad.grad`` alone and
-  during the gradient's drop alone,
+  during the gradient's drop alone (``eager=True``: during the eager graph's ``backward()``),
   counted by valgrind's callgrind (see :func:`count`).
 * :func:`staged` - the staged crate (``tenferro-harness/staged/``): one eager graph per TRG
   step on a fresh leaf, one VJP per step, the cotangent passed back by hand: ``lnz_per_site``, ``grad``, ``u``, ``first_ms`` (the first
@@ -261,6 +261,8 @@ KEY_EQ = "<computegraph::types::ValueKey<Op> as core::cmp::PartialEq>::eq"
 #: (tenferro-internal-ops ``src/ad/context.rs``).
 COUNTED = {"transform": "{crate}::transform", "drop": "{crate}::release",
            "registry": "tenferro_ops::ad::context::register_scoped_global_metadata_batch*"}
+#: The one place of ``count(..., eager=True)``: the harness's eager ``backward()`` (named so).
+COUNTED_EAGER = {"backward": "{crate}::backward"}
 #: computegraph's structural equality of operation keys.  The stock release build inlines it
 #: into :data:`KEY_EQ`; the fixed build's ``OperationKey::same`` calls it, so there the walk's
 #: calls of :data:`KEY_EQ` come from it.
@@ -277,10 +279,11 @@ def _valgrind():
     return found
 
 
-def _callgrind(args, version, build, timeout):
-    """Calls of :data:`KEY_EQ` inside each place of :data:`COUNTED`, three callgrind runs
-    side by side (:func:`trgad.harness.callgrind.count_inside`)."""
-    functions = {w: f.format(crate=_name(version, build).replace("-", "_")) for w, f in COUNTED.items()}
+def _callgrind(args, version, build, timeout, places=COUNTED):
+    """Calls of :data:`KEY_EQ` inside each place of ``places`` (:data:`COUNTED` or
+    :data:`COUNTED_EAGER`), one callgrind run each, side by side
+    (:func:`trgad.harness.callgrind.count_inside`)."""
+    functions = {w: f.format(crate=_name(version, build).replace("-", "_")) for w, f in places.items()}
     try:
         return callgrind.count_inside(_valgrind(), [binary(version, build), *args], functions, KEY_EQ,
                                       timeout, f"{PROGRAM} {args[0]}", optional=("registry",))
@@ -324,7 +327,7 @@ def _file_hash(path):
     return h.hexdigest()
 
 
-def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=VERSION,
+def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, eager=False, version=VERSION,
           build="stock", timeout=COUNT_TIMEOUT_SECONDS):
     """Exact calls of computegraph's key equality (:data:`KEY_EQ`) in tenferro-rs ``version``
     (``build``: ``"fixed"`` counts the patched equality, same name),
@@ -341,8 +344,12 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
     from outside vary by a few between runs (a std HashMap seeds its hash at random, and a
     chance match of its 7-bit tags costs one call that stops at the fingerprint).  Each
     result is computed once per machine (kept under the cache folder, keyed by the binary's
-    content).  Needs valgrind: TenferroError in one line when it is missing."""
+    content).  ``eager=True`` (``graph="trg"``): the eager graph's ``backward()`` instead,
+    ``eq_calls_backward``, ``eq_nested_backward``, ``callers_backward`` alone.  Needs
+    valgrind: TenferroError in one line when it is missing."""
     graph = check_choice("graph", graph, ("chain", "trg"))
+    if eager and graph != "trg":
+        raise InputError("eager=True counts the TRG's backward(): graph must be 'trg'")
     (version, build), timeout = _program(version, build), check_timeout(timeout)
     if graph == "chain":
         args = _chain_args(depth, fanout, 1.1)
@@ -350,13 +357,14 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
         beta = check_beta(beta)
         args = ["whole", "--schedule", _schedule(check_steps(steps), beta, check_chi(chi)),
                 "--beta", repr(beta)]
+    args, places = (args + ["--eager"], COUNTED_EAGER) if eager else (args, COUNTED)
     path = binary(version, build)
-    parts = [_file_hash(path), _valgrind_version(timeout), args, KEY_EQ, COUNTED]
+    parts = [_file_hash(path), _valgrind_version(timeout), args, KEY_EQ, places]
     arguments = {"graph": graph, "version": version, "build": build, "args": args}
 
     def compute():
         out = dict(arguments)
-        for where, (outside, nested, callers) in _callgrind(args, version, build, timeout).items():
+        for where, (outside, nested, callers) in _callgrind(args, version, build, timeout, places).items():
             if where == "registry":
                 out["eq_nested_registry"] = nested
                 continue
@@ -370,9 +378,10 @@ def count(graph, *, depth=None, fanout=2, steps=None, beta=0.3, chi=16, version=
 
 def walk(result, where="transform"):
     """The walk in one :func:`count` result: calls of :data:`KEY_EQ` made inside a comparison
-    of keys (one per pair of sub-keys compared), during ``where`` (``"transform"`` or
-    ``"drop"``).  That is the calls into itself plus, where it is not inlined (the fixed
-    build), the calls from :data:`OPERATION_EQ`; exact, the same in every run of one binary."""
+    of keys (one per pair of sub-keys compared), during ``where`` (``"transform"``, ``"drop"``
+    or, of an ``eager=True`` count, ``"backward"``).  That is the calls into itself plus, where
+    it is not inlined (the fixed build), the calls from :data:`OPERATION_EQ`; exact, the same
+    in every run of one binary."""
     return result[f"eq_nested_{where}"] + dict(result[f"callers_{where}"]).get(OPERATION_EQ, 0)
 
 

@@ -52,6 +52,7 @@ pub fn scalar_of(t: &EagerTensor, engine: &mut CpuEngine) -> Res<f64> {
     Ok(t.to_tensor(engine)?.as_slice::<f64>()?[0])
 }
 
+// [book: value_and_grad]
 /// The value of `init`, `steps` times `step`, then `finish` at `x` (see the crate's doc),
 /// and its derivative with respect to `x`: `(value, d value / d x)`.
 pub fn value_and_grad<I, S, F>(
@@ -67,6 +68,7 @@ where
     I: FnMut(&mut EagerSession<'_>, &EagerTensor) -> Res<(State, EagerTensor)>,
     S: FnMut(&mut EagerSession<'_>, usize, &[EagerTensor]) -> Res<(State, EagerTensor)>,
     F: FnMut(&mut EagerSession<'_>, &[EagerTensor]) -> Res<EagerTensor>,
+// [book: end]
 {
     let param = rt.variable_from(Tensor::from_vec_col_major(vec![], vec![x])?)?;
     let (first, first_term) = rt.with_eager_session(engine, |s| init(s, &param))?;
