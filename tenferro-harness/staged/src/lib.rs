@@ -117,6 +117,11 @@ fn pull_back(
     cotangent: &[EagerTensor],
     inputs: &[EagerTensor],
 ) -> Res<State> {
+    if outputs.len() != cotangent.len() {
+        // a step that changed the number of state tensors: zip would drop some silently
+        return Err(format!("a step returned {} state tensors, the state has {}",
+                           outputs.len(), cotangent.len()).into());
+    }
     let linear = rt.with_eager_session(engine, |s| -> Res<EagerTensor> {
         let mut total = term.clone();
         for (y, c) in outputs.iter().zip(cotangent) {
