@@ -6,7 +6,7 @@ exponential b**d, m(2d)/m(d) = b**d keeps growing, so log m(2d)/m(d) doubles wit
 base b > 1 shows once the depths probed are deep enough.  *Once*: a finite probe has a
 detection limit (:func:`detection_limit`), the smallest base it can tell from polynomial at
 the depths it reached, so "polynomial" means "no exponential above that base".  The book's
-chapter "How to detect it" (book/detect.md) explains the rule and its constants;
+chapter "How to detect it" (book/detect.md) states the rule in one sentence;
 :func:`classify` applies it.
 """
 from __future__ import annotations
