@@ -165,22 +165,9 @@ BROADENED_STEPS = 8 if PREVIEW else 20
 BROADENED_EPSILONS = (1e-10, 1e-12) if PREVIEW else (1e-8, 1e-10, 1e-12, 1e-14, 1e-16)
 
 # ---- the root cause (book/rootcause.md) -----------------------------------------------------
-#: Depth of the mul chain that the chapter's tiny transform differentiates by identity
-#: (2**depth must stay a finite float64: depth <= 1023).
-ROOTCAUSE_IDENTITY_DEPTH = 1000
 #: Mul-chain depths of the tiny transform with structural keys (the key visits about
 #: double per layer: about 10**5 at depth 14).
 ROOTCAUSE_STRUCTURAL_DEPTHS = tuple(range(2, 11, 2)) if PREVIEW else tuple(range(2, 15, 2))
-#: TRG steps whose lnZ/N key trees are counted on the DAG (linear time in the steps; the
-#: tree itself grows about 16-fold per step: about 6 * 10**7 nodes at 5).
-ROOTCAUSE_TRG_STEPS = 3 if PREVIEW else 5
-
-# ---- computegraph-rs's keys over its history (no page uses these since keys-history.md merged into elsewhere.md)
-#: Mul-chain depths whose key is unfolded into a tree of tuples and freed (about
-#: 2**(depth+2) tuples: 65,533 at 14).
-KEYS_HISTORY_DROP_DEPTHS = tuple(range(8, 13)) if PREVIEW else tuple(range(8, 15))
-#: Mul-chain depth whose engine transform (structural keys) is freed and timed.
-KEYS_HISTORY_FREE_DEPTH = 10 if PREVIEW else 12
 
 # ---- the mul chain (book/mulchain.md) ------------------------------------------------------
 #: Depths of that page's structural-key sweeps, by fan-out: the deepest costs about 10**6
