@@ -176,11 +176,6 @@ MULCHAIN_DEPTHS = ({2: tuple(range(2, 13)), 3: tuple(range(2, 9))} if PREVIEW
                    else {2: tuple(range(2, 16)), 3: tuple(range(2, 11))})
 #: Depths of that page's JAX and eager forward-mode sweeps (their cost per layer is constant).
 MULCHAIN_DEEP_DEPTHS = (10, 20, 30) if PREVIEW else (10, 20, 30, 40)
-#: Depths of the fan-out-4 exercise on that page (4**7: about 2 * 10**5 key visits).
-MULCHAIN_FANOUT4_DEPTHS = tuple(range(2, 7)) if PREVIEW else tuple(range(2, 8))
-#: TRG steps of the keyed engine's eager forward mode on that page: 5, where the recorded
-#: tenferro-rs run did not return (the source report records JAX's u at 1, 4, 5 and 20 steps).
-FORWARD_EAGER_STEPS = 4 if PREVIEW else 5
 
 # ---- how to detect it (book/detect.md) -----------------------------------------------------
 #: Depths at which that page probes each graph with structural keys on the keyed engine (the
