@@ -4,9 +4,13 @@ A public function is written once; ``f(...)`` checks the arguments its mark name
 included, then runs the body; ``f.trusted(...)`` runs the body alone, for trgad's own callers.
 """
 import functools
+import importlib
+import pkgutil
 
 import pytest
 
+import trgad
+from trgad.runtime import validate
 from trgad.runtime.validate import InputError, check_beta, check_chi, check_int, checked
 
 
@@ -59,3 +63,30 @@ def test_trusted_is_the_body_unchecked_and_what_the_public_call_runs(monkeypatch
 def test_a_mark_naming_no_argument_is_refused_at_import():
     with pytest.raises(TypeError, match="no argument chi"):
         checked(chi=check_chi)(lambda beta: beta)
+
+
+def _marked():
+    for m in pkgutil.walk_packages(trgad.__path__, "trgad."):
+        if not m.name.endswith("__main__"):
+            module = importlib.import_module(m.name)
+            for name, value in vars(module).items():
+                if hasattr(value, "trusted") and value.__module__ == m.name:
+                    yield f"{m.name}.{name}", value
+
+
+def test_every_check_a_mark_holds_is_one_the_check_once_test_counts():
+    """tests/test_check_once.py counts a check of validate held by a mark (or bound by
+    functools.partial), and every check a function of another trgad module calls through its
+    module; a check of validate wrapped some other way would go uncounted."""
+    checks = {n: f for n, f in vars(validate).items() if n.startswith("check_") and callable(f)}
+    marked = dict(_marked())
+    assert len(marked) >= 40, sorted(marked)
+    uncounted = []
+    for name, f in marked.items():
+        for arg, check in f.checks.items():
+            inner = check.func if isinstance(check, functools.partial) else check
+            if inner in checks.values() or (getattr(inner, "__module__", "").startswith("trgad.")
+                                            and inner.__module__ != validate.__name__):
+                continue
+            uncounted.append(f"{name}: {arg}")
+    assert not uncounted, uncounted
