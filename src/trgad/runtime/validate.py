@@ -14,10 +14,11 @@ argument in one line above it::
 
 ``value_and_grad_jax(0.3, [2, 4])`` checks, then runs the body; trgad's own callers, whose
 input is checked already, call the body as ``value_and_grad_jax.trusted(...)``.  Why a
-decorator: the contract (what is checked, what is trusted) sits on the function it governs,
-where a reader sees it, and a function has one body instead of a checked twin calling an
-unchecked one.  ``tests/test_check_once.py`` counts the checks of every command and public
-function; ``tests/test_layers.py`` keeps the marks honest.
+mark rather than a checking facade module: the contract (what is checked, what is trusted)
+sits on the function it governs, where a reader sees it, the chapters import each function
+from where it lives, and a function has one body.  ``tests/test_check_once.py`` counts the
+checks of every command and public function; ``tests/test_checked.py`` tests the mark and
+``tests/test_layers.py`` refuses a checked twin written by hand.
 """
 from __future__ import annotations
 
