@@ -253,8 +253,8 @@ def _fake_harness(monkeypatch, transform_ms, killed_from=None):
     def staged_(steps, beta, chi, *, repeats=3, timeout=60.0):
         return {"returned": True, "first_ms": 300.0, "min_ms": 100.0, "lnz_per_site": 1.0, "grad": 2.0}
 
-    monkeypatch.setattr(tenferro, "whole_unchecked", whole)
-    monkeypatch.setattr(tenferro, "staged_unchecked", staged_)
+    monkeypatch.setattr(tenferro.whole, "trusted", whole)
+    monkeypatch.setattr(tenferro.staged, "trusted", staged_)
     return calls
 
 

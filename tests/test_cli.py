@@ -154,7 +154,7 @@ def test_non_finite_result_exits_4_naming_the_input(monkeypatch, capsys):
         return {"lnz_per_site": 0.5, "u": math.nan, "c": None, "c_method": None, "fd_step": None,
                 "compile_seconds": 0.0}
 
-    monkeypatch.setattr(modes, "value_and_derivatives_unchecked", nan_u)
+    monkeypatch.setattr(modes.value_and_derivatives, "trusted", nan_u)
     assert trgad_cli.main(["trg", "--steps", "2", "--beta", "0.25", "--json"]) == 4
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -168,7 +168,7 @@ def test_unexpected_exception_is_one_line_exit_1(monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise RuntimeError("something odd\nsecond line")
 
-    monkeypatch.setattr(trg, "truncation_schedule_unchecked", broken)
+    monkeypatch.setattr(trg.truncation_schedule, "trusted", broken)
     assert trgad_cli.main(["trg", "--steps", "2"]) == 1
     line, = capsys.readouterr().err.strip().splitlines()
     assert "RuntimeError: something odd" in line and "TRGAD_DEBUG" in line

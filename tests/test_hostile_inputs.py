@@ -238,13 +238,13 @@ def test_beta_outside_the_range_is_refused_wherever_it_is_concrete(beta):
 
 def test_the_fd_points_stay_in_the_range(monkeypatch):
     seen = []
-    real = staged.value_and_grad_jax_unchecked
+    real = staged.value_and_grad_jax.trusted
 
     def record(b, schedule):
         seen.append(b)
         return real(b, schedule)
 
-    monkeypatch.setattr(staged, "value_and_grad_jax_unchecked", record)
+    monkeypatch.setattr(staged.value_and_grad_jax, "trusted", record)
     for beta in (BETA_MIN, 1.5 * BETA_MIN, 3 * BETA_MIN, validate.BETA_MAX):
         seen.clear()
         c = heat.specific_heat(beta, trg.truncation_schedule(16, 2, beta))

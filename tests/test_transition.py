@@ -42,14 +42,14 @@ def test_scan_matches_the_whole_graph_and_carries_onsager():
 
 @pytest.mark.slow
 def test_refused_schedule_is_reported_in_its_row(monkeypatch):
-    real = trg.truncation_schedule_unchecked
+    real = trg.truncation_schedule.trusted
 
     def refuse_at_half(chi, steps, beta):
         if beta == 0.5:
             raise InputError("chi=4 at step 3 (beta=0.5) cuts a multiplet")
         return real(chi, steps, beta)
 
-    monkeypatch.setattr(trg, "truncation_schedule_unchecked", refuse_at_half)
+    monkeypatch.setattr(trg.truncation_schedule, "trusted", refuse_at_half)
     out = transition.scan(4, 3, [0.4, 0.5])
     bad = out["rows"][1]
     assert bad["c"] is None and bad["schedule_group"] is None and "cuts a multiplet" in bad["error"]

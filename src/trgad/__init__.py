@@ -49,9 +49,10 @@ the functions a chapter calls - the TRG's (``trg.truncation_schedule``,
 ``whole.value_and_grad``, ``heat.specific_heat``), the exact oracles, the keyed engine's
 (``chain.run``, ``chain.sweep``, ``keyed_trg.trg_whole``, ``value_and_grad_engine``), the
 probe's (``probe.growth``, ``probe.trg_growth``), ``tenferro.whole``, the topics' functions
-and ``bench.run``.  Functions only trgad calls trust their callers; where a checked function
-is needed inside, trgad calls its ``*_unchecked`` twin (``trg.truncation_schedule_unchecked``,
-``modes.value_and_derivatives_unchecked``, ...); ``tests/test_check_once.py`` counts the checks
+and ``bench.run``.  Functions only trgad calls trust their callers.  A checked function is
+written once and marked ``@checked(beta=check_beta, ...)`` (:func:`trgad.runtime.validate.checked`);
+where trgad needs it inside, it calls its body, ``f.trusted`` (``trg.truncation_schedule.trusted``,
+``modes.value_and_derivatives.trusted``, ...); ``tests/test_check_once.py`` counts the checks
 of every command and of the public functions.
 """
 import os as _os

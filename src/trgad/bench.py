@@ -53,12 +53,11 @@ waits for; the appendix *Reproducibility* measures both settings at every build.
 """
 from __future__ import annotations
 
-from .benchrows import (PRIMALS, ROWS, check_names, engine_rows, engine_rows_unchecked,
-                        measure_unchecked, methods, second_order_costs,
-                        second_order_costs_unchecked, staged_memory, staged_residual_bytes)
+from .benchrows import (PRIMALS, ROWS, check_names, engine_rows, measure, methods, second_order_costs,
+                        staged_memory, staged_residual_bytes)
 from .physics import staged, stepcost, trg
 from .topics import params
-from .harness.rows import TENFERRO_ROWS, tenferro_rows_unchecked
+from .harness.rows import TENFERRO_ROWS, tenferro_rows
 from .runtime.validate import check_beta, check_chi, check_repeats, check_steps
 
 #: The benchmark's targets, ``ratio name: upper bound``; each ratio is a quotient of two
@@ -159,18 +158,18 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     """
     chi, steps, beta = check_chi(chi), check_steps(steps), check_beta(beta)
     repeats, names = check_repeats(repeats), check_names(names)
-    ks = tuple(trg.truncation_schedule_unchecked(chi, steps, beta))
+    ks = tuple(trg.truncation_schedule.trusted(chi, steps, beta))
     out = {"chi": chi, "steps": steps, "beta": beta, "repeats": repeats, "schedule": list(ks)}
     with_floor = "scanned_primal" in names and any(n in FLOOR_OF for n in names)
     held = {}
 
     def parts():
-        held["info"], calls = stepcost.step_programs_unchecked(beta, ks)
-        tiny = tuple(trg.truncation_schedule_unchecked(2, steps, beta))
-        calls["staged_dispatch"] = lambda: staged.value_and_grad_jax_unchecked(beta, tiny)
+        held["info"], calls = stepcost.step_programs.trusted(beta, ks)
+        tiny = tuple(trg.truncation_schedule.trusted(2, steps, beta))
+        calls["staged_dispatch"] = lambda: staged.value_and_grad_jax.trusted(beta, tiny)
         return calls, {name: PART_CALLS for name in calls}
 
-    rows, seconds = measure_unchecked(beta, ks, repeats, names, parts if with_floor else None)
+    rows, seconds = measure.trusted(beta, ks, repeats, names, parts if with_floor else None)
     out["methods"] = rows
     out.update(_ratios(rows))
     if with_floor:
@@ -182,12 +181,12 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
             if name in rows:
                 out[f"{name}_over_{key}"] = rows[name]["steady_seconds"] / floor[key]
     if with_tenferro:
-        rust = out["tenferro"] = tenferro_rows_unchecked(beta, chi, steps, repeats=repeats)
+        rust = out["tenferro"] = tenferro_rows.trusted(beta, chi, steps, repeats=repeats)
         for key, (a, fa, b, fb) in TENFERRO_RATIOS.items():
             if rust[a]["available"] and rust[a][fa] is not None and b in rows:
                 out[key] = rust[a][fa] / rows[b][fb]
     if second_order:
-        out["second_order"] = second_order_costs_unchecked(beta, ks, repeats=repeats)
+        out["second_order"] = second_order_costs.trusted(beta, ks, repeats=repeats)
         firsts = [r["first_seconds"] for r in out["second_order"].values()]
         for base in PRIMALS:
             if base in rows:
@@ -200,7 +199,7 @@ def run(chi=16, steps=20, beta=0.3, repeats=3, engine=True, names=ROWS, second_o
     out["targets_not_kept"] = {k: {"value": out[k], "reason": r} for k, r in NOT_KEPT.items() if k in out}
     out["all_targets_met"] = all(t["met"] for t in out["targets"].values())
     if engine:
-        out.update(engine_rows_unchecked(beta, ks, repeats=repeats, chi=chi))
+        out.update(engine_rows.trusted(beta, ks, repeats=repeats, chi=chi))
     return out
 
 

@@ -31,8 +31,8 @@ import jax
 from .runtime import cache, compiled
 from .keyed import keyed_trg
 from .physics import modes, staged, trg, whole
-from .runtime.timing import block, time_call_unchecked
-from .runtime.validate import InputError, check_beta, check_repeats, check_schedule
+from .runtime.timing import block, time_call
+from .runtime.validate import InputError, check_beta, check_chi, check_repeats, check_schedule, checked
 
 #: The rows of ``methods(...)``, in order: the two yardsticks (scanned and unrolled primal
 #: pass), then the four modes of :data:`trgad.physics.modes.METHODS` at first order.
@@ -48,8 +48,8 @@ def _program(name, ks):
     if name == "scanned_primal":
         return compiled.jit(lambda b: modes.lnz_scanned(b, ks)).lower(0.3).compile()
     if name == "unrolled_primal":
-        return compiled.jit(whole.lnz_fn_unchecked(ks)).lower(0.3).compile()
-    return modes.program_unchecked(name, 1, ks)[0]
+        return compiled.jit(whole.lnz_fn.trusted(ks)).lower(0.3).compile()
+    return modes.program.trusted(name, 1, ks)[0]
 
 
 def _first_call(name, beta, ks):
@@ -61,8 +61,8 @@ def _first_call(name, beta, ks):
     with cache.disabled():
         t0 = time.perf_counter()
         if name == "staged":
-            staged.value_and_grad_jax_unchecked(beta, ks)
-            return (lambda: staged.value_and_grad_jax_unchecked(beta, ks)), time.perf_counter() - t0, None
+            staged.value_and_grad_jax.trusted(beta, ks)
+            return (lambda: staged.value_and_grad_jax.trusted(beta, ks)), time.perf_counter() - t0, None
         exe = _program(name, ks)
         block(exe(beta))
         return (lambda: exe(beta)), time.perf_counter() - t0, exe
@@ -139,6 +139,7 @@ def _residual_bytes(stages):
     return int(sum(x.nbytes for _, res in stages for x in res))
 
 
+@checked(beta=check_beta, schedule=check_schedule, repeats=check_repeats, names=check_names)
 def methods(beta, schedule, repeats=3, names=ROWS):
     """The rows of :data:`ROWS` (or of the subset ``names``, in its order) at one
     (beta, schedule): a dict row name -> row.
@@ -154,24 +155,19 @@ def methods(beta, schedule, repeats=3, names=ROWS):
     (largest single program) and ``residual_bytes`` (see :func:`staged_memory`).  Raises
     InputError for a bad input or an unknown name.
     """
-    return measure_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
-                             check_repeats(repeats), check_names(names))[0]
+    return measure.trusted(beta, schedule, repeats, names)[0]
 
 
+@checked(beta=check_beta, schedule=check_schedule, repeats=check_repeats, names=check_names)
 def measure(beta, schedule, repeats=3, names=ROWS, parts=None):
-    """:func:`measure_unchecked` of arguments checked here (InputError as :func:`methods`)."""
-    return measure_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
-                             check_repeats(repeats), check_names(names), parts)
-
-
-def measure_unchecked(beta, ks, repeats=3, names=ROWS, parts=None):
-    """:func:`methods` of checked arguments (``ks`` a tuple), and more programs timed in the
-    same rounds: ``parts``, called once the first calls are done (they clear every cache),
-    returns (calls, inner) as :func:`round_robin` takes them.  Returns (rows, the seconds of
-    each of those calls)."""
+    """:func:`methods`, and more programs timed in the same rounds: ``parts``, called once
+    the first calls are done (they clear every cache), returns (calls, inner) as
+    :func:`round_robin` takes them.  Returns (rows, the seconds of each of those calls).
+    Raises InputError as :func:`methods`."""
+    schedule = tuple(schedule)
     _warm_up()
     compiled.clear()
-    first = {name: _first_call(name, beta, ks) for name in names}
+    first = {name: _first_call(name, beta, schedule) for name in names}
     extra, inner = parts() if parts else ({}, {})
     calls = dict({name: first[name][0] for name in names}, **extra)
     steady = round_robin(calls, repeats, inner)
@@ -183,10 +179,16 @@ def measure_unchecked(beta, ks, repeats=3, names=ROWS, parts=None):
                           value=value)
         if name == "staged":
             rows[name].update(compiled_programs=len(staged.compiled_shapes()),
-                              residual_bytes=_residual_bytes(staged.step_residuals_unchecked(beta, ks)))
+                              residual_bytes=_residual_bytes(staged.step_residuals.trusted(beta, schedule)))
     return rows, {name: steady[name] for name in extra}
 
 
+def _optional_chi(chi):
+    """``chi`` checked, or None (the schedule's largest k)."""
+    return None if chi is None else check_chi(chi)
+
+
+@checked(beta=check_beta, schedule=check_schedule, repeats=check_repeats, chi=_optional_chi)
 def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
     """The keyed engine's staged timings (seconds, wall clock, one process).
 
@@ -205,23 +207,17 @@ def engine_rows(beta, schedule, repeats=3, engine_steps=(10, 20), chi=None):
       ``engine_step_cost_<n>`` (mean primal + transform + run time of a full-size step) and
       ``engine_step_cost_ratio`` (about 1 when the cost is linear); ``engine_staged_steps``.
     """
-    return engine_rows_unchecked(check_beta(beta), check_schedule(schedule), check_repeats(repeats),
-                                 engine_steps, None if chi is None else check_chi(chi))
-
-
-def engine_rows_unchecked(beta, ks, repeats=3, engine_steps=(10, 20), chi=None):
-    """:func:`engine_rows` of checked arguments (``chi`` None: the schedule's largest k)."""
     out = {}
-    chi = chi or max(ks)
+    chi = chi or max(schedule)
     for n in engine_steps:
-        sched = ks[:n] if n <= len(ks) else trg.truncation_schedule_unchecked(chi, n, beta)
-        t = time_call_unchecked(lambda: keyed_trg.value_and_grad_engine_unchecked(beta, sched),
+        sched = schedule[:n] if n <= len(schedule) else trg.truncation_schedule.trusted(chi, n, beta)
+        t = time_call.trusted(lambda: keyed_trg.value_and_grad_engine.trusted(beta, sched),
                                 warmup=1, repeats=repeats)
         seconds, res = t.min, t.fastest
         out[f"engine_staged_{n}"] = seconds
         out[f"engine_transform_{n}"] = res["transform_seconds"]
         out[f"engine_key_visits_{n}"] = res["key_visits"]
-        full = staged.full_size_steps_unchecked(sched)
+        full = staged.full_size_steps.trusted(sched)
         rows = {r["stage"]: r for r in res["per_step"]}
         costs = [sum(rows[f"step {i}"][x] for x in ("primal_seconds", "transform_seconds", "run_seconds"))
                  for i in full]
@@ -238,6 +234,12 @@ def engine_rows_unchecked(beta, ks, repeats=3, engine_steps=(10, 20), chi=None):
     return out
 
 
+def _methods(names):
+    """Method names of :mod:`trgad.physics.modes`, each checked."""
+    return [modes.check_method(name) for name in names]
+
+
+@checked(beta=check_beta, schedule=check_schedule, names=_methods, repeats=check_repeats)
 def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     """Cost of c by each method of :mod:`trgad.physics.modes` (order 2, exact) at one point.
 
@@ -248,29 +250,21 @@ def second_order_costs(beta, schedule, names=modes.METHODS, repeats=2):
     :func:`methods`).  What :mod:`trgad.topics.transition` chose its default from.  Raises
     InputError for a bad beta, schedule, method or repeats.
     """
-    return second_order_costs_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
-                                        [modes.check_method(name) for name in names],
-                                        check_repeats(repeats))
-
-
-def second_order_costs_unchecked(beta, ks, names=modes.METHODS, repeats=2):
-    """:func:`second_order_costs` of checked arguments (``ks`` a tuple)."""
+    schedule = tuple(schedule)
     out, kept = {}, {}
     for name in names:
         compiled.clear()
         jax.clear_caches()      # as the first-order rows: no method reuses another's traces
         with cache.disabled():
-            r = modes.value_and_derivatives_unchecked(beta, ks, name, order=2)
+            r = modes.value_and_derivatives.trusted(beta, schedule, name, order=2)
         out[name] = {"first_seconds": r["seconds"], "c": r["c"]}
         # keep what this method compiled: the next method's first call starts from empty
         # caches, and compiling every program twice would double the cost
         for registry, entries in compiled.snapshot().items():
             kept.setdefault(registry, {}).update(entries)
     compiled.restore(kept)
-    calls = {name: (lambda name=name: modes.value_and_derivatives_unchecked(beta, ks, name, order=2))
+    calls = {name: (lambda name=name: modes.value_and_derivatives.trusted(beta, schedule, name, order=2))
              for name in names}
     for name, t in round_robin(calls, repeats).items():
         out[name]["steady_seconds"] = t
     return out
-
-

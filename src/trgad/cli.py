@@ -24,7 +24,7 @@ from .keyed import keyed_trg, keys as keyed_keys
 from .outcome import STATUSES, UNWRITABLE, NotFinite, Unwritable, check_stdout, emit as _emit, line as _line, write
 from .physics import modes, trg
 from .runtime.children import Stopped, stop_on_signals
-from .runtime.timing import run_with_timeout_unchecked
+from .runtime.timing import run_with_timeout
 from .runtime.validate import (BETA_MAX, BETA_MIN, BUDGET_MAX, CHAIN_MAX_OPS, CHI_MAX, CHI_MIN, ENGINES,
                                MAX_STEPS, REPEATS_MAX, TIMEOUT_MAX, X0_MIN, InputError, check_beta,
                                check_chain, check_chi, check_choice, check_engine, check_point,
@@ -219,7 +219,7 @@ def _count(a):
 
 def _in_child(target, kwargs, timeout, what, hint):
     """Run ``target`` in a child process; its value, or an exit status after one line."""
-    run = run_with_timeout_unchecked(target, kwargs, timeout)
+    run = run_with_timeout.trusted(target, kwargs, timeout)
     if run.returned:
         return run.value, 0
     if run.input_error:
@@ -245,15 +245,15 @@ def _cmd_trg(a):
                          "(the engine has first derivatives only)")
     order = 2 if a.specific_heat else 1
     inputs = f"trg beta={a.beta} chi={chi} steps={steps}"
-    schedule = trg.truncation_schedule_unchecked(chi, steps, beta)
+    schedule = trg.truncation_schedule.trusted(chi, steps, beta)
     out = {"beta": beta, "chi": chi, "steps": steps, "schedule": schedule,
            "method": method, "engine": engine}
     t0 = time.perf_counter()
     if engine == "jax":
-        r = modes.value_and_derivatives_unchecked(beta, tuple(schedule), method, order, c_method)
+        r = modes.value_and_derivatives.trusted(beta, tuple(schedule), method, order, c_method)
         out.update({k: r[k] for k in ("lnz_per_site", "u", "c", "c_method", "fd_step", "compile_seconds")})
     elif method == "staged":
-        r = keyed_trg.staged_derivatives_unchecked(beta, schedule, keys, order)
+        r = keyed_trg.staged_derivatives.trusted(beta, schedule, keys, order)
         out.update({k: v for k, v in r.items() if k not in ("method", "order", "seconds")})
     else:
         if keys == "structural" and steps >= 4:
@@ -261,7 +261,7 @@ def _cmd_trg(a):
                   f"book is about; 3 steps take seconds, 4 may not return within --timeout "
                   f"{timeout:g} s", file=sys.stderr)
         out["keys"] = keys
-        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole_unchecked", {"beta": beta, "schedule": schedule, "keys": keys},
+        value, status = _in_child("trgad.keyed.keyed_trg:trg_whole.trusted", {"beta": beta, "schedule": schedule, "keys": keys},
                                   timeout, f"whole-graph transform, keyed engine, {keys} keys, steps={steps}",
                                   "try --method staged, --keys interned or a larger --timeout")
         if status:
@@ -284,7 +284,7 @@ def _cmd_chain(a):
     x0 = check_point("x0", a.x0)
     timeout = check_timeout(a.timeout)
     kwargs = {"depth": depth, "fanout": fanout, "engine": engine, "keys": keys, "x0": x0}
-    out, status = _in_child("trgad.keyed.chain:run_unchecked", kwargs, timeout,
+    out, status = _in_child("trgad.keyed.chain:run.trusted", kwargs, timeout,
                             f"chain depth={depth} fanout={fanout}, {engine} engine"
                             + (f", {keys} keys" if engine == "keyed" else ""),
                             "try a smaller --depth" + (", --keys interned" if engine == "keyed" else "")
@@ -319,7 +319,7 @@ def _cmd_probe(a):
         raise InputError("--x0 is not used with --graph trg (the TRG is probed by steps at beta = 0.3)")
     kwargs = {"graph": graph, "x0": list(x0) if isinstance(x0, tuple) else x0,
               "engine": engine, "keys": keys, "budget": budget, "label": a.graph}
-    out, status = _in_child("trgad.growth.probe:run_unchecked", kwargs, timeout, f"probe graph={a.graph} on {engine}",
+    out, status = _in_child("trgad.growth.probe:run.trusted", kwargs, timeout, f"probe graph={a.graph} on {engine}",
                             "try a smaller --budget or a larger --timeout")
     if status:
         return status

@@ -28,6 +28,7 @@ detect it" (book/detect.md).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Callable, Sequence
 
 import jax
@@ -37,11 +38,11 @@ from ..runtime import compiled
 from ..physics import trg, whole
 from ..keyed.keyed_trg import KeyedOps
 from ..keyed.keys import STRATEGIES, path_count
-from ..runtime.timing import count_eqns, time_grad_transform_unchecked
+from ..runtime.timing import count_eqns, time_grad_transform
 from .graphs import BUILTINS, GRAPHS
-from .userstep import as_state, as_state_unchecked, check_step, load_step, one_line
+from .userstep import as_state, check_state, check_step, load_step, one_line
 from ..runtime.validate import (BUDGET_MAX, InputError, check_beta, check_chi, check_choice, check_depths, check_engine,
-                                check_int, check_positive)
+                                check_int, check_positive, checked)
 from .sweep import budgeted_sweep
 from .verdict import Growth, depth_to_detect
 
@@ -89,7 +90,7 @@ def _unroll(step, state, depth, is_tuple, where, first=True):
 
 
 def _measure_keyed(step, state, is_tuple, depth, keys):
-    leaves = [keyed.leaf_unchecked(v, keys) for v in state]
+    leaves = [keyed.leaf.trusted(v, keys) for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     y = _unroll(step, start, depth, is_tuple, "on the keyed engine's values")
     if not isinstance(y, keyed.Value) or y.shape != ():
@@ -111,7 +112,7 @@ def _engine_row(d):
 def _jax_row(f, x0, execute=True, repeats=3):
     """JAX's transform of ``f`` at ``x0`` (CPU time, min of ``repeats``), and optionally one
     compiled ``jit(grad)`` call (wall time, after compiling)."""
-    seconds, jaxpr = time_grad_transform_unchecked(f, x0, repeats, time.process_time)
+    seconds, jaxpr = time_grad_transform.trusted(f, x0, repeats, time.process_time)
     run, val = None, None
     if execute:
         g = compiled.jit(jax.grad(f))
@@ -248,6 +249,14 @@ def _growth(step, state, is_tuple, depths, engine, keys, budget, execute=True):
     return res
 
 
+def _steps_of(steps, engine):
+    """``steps``, checked, or the engine's default ones."""
+    steps = (STEPS_KEYED if engine == "keyed" else STEPS_JAX) if steps is None else steps
+    return {"steps": check_depths("steps", steps, 1, 100_000)}
+
+
+@checked(_steps_of, engine=check_engine, keys=partial(check_choice, "keys", allowed=STRATEGIES),
+         budget=partial(check_positive, "budget", high=BUDGET_MAX), chi=check_chi, beta=check_beta)
 def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
                keys: str = "structural", chi: int = 16, beta: float = 0.3,
                budget: float = BUDGET, execute: bool = True) -> Growth:
@@ -261,24 +270,15 @@ def trg_growth(steps: Sequence[int] | None = None, engine: str = "keyed",
     as :func:`growth`.  ``execute=False`` skips the JAX execution (its ``jit`` compilation
     costs seconds per step; run_seconds is then None).  Raises InputError for bad arguments.
     """
-    engine, keys, budget = _check_common(engine, keys, budget)
-    if steps is None:
-        steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
-    steps = check_depths("steps", steps, 1, 100_000)
-    return _trg_growth(steps, engine, keys, check_chi(chi), check_beta(beta), budget, execute)
-
-
-def _trg_growth(steps, engine, keys, chi, beta, budget, execute):
-    """:func:`trg_growth` of checked arguments."""
-    full = trg.truncation_schedule_unchecked(chi, max(steps), beta)
+    full = trg.truncation_schedule.trusted(chi, max(steps), beta)
 
     def measure_at(n):
         schedule = full[:n]
         if engine == "keyed":
-            b = keyed.leaf_unchecked(beta, keys)
-            y = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps.unchecked(keys))
+            b = keyed.leaf.trusted(beta, keys)
+            y = trg.lnz_per_site.trusted(b, schedule, ops=KeyedOps.unchecked(keys))
             return _engine_row(keyed.grad(y, b))
-        return _jax_row(whole.lnz_fn_unchecked(schedule), beta, execute=execute)
+        return _jax_row(whole.lnz_fn.trusted(schedule), beta, execute=execute)
 
     return budgeted_sweep(measure_at, steps, engine, keys, budget)
 
@@ -320,7 +320,7 @@ def path_matrix(step: Callable, x0) -> list:
 
 
 def _path_matrix(step, state, is_tuple):
-    leaves = [keyed.leaf_unchecked(v, "structural") for v in state]
+    leaves = [keyed.leaf.trusted(v, "structural") for v in state]
     start = tuple(leaves) if is_tuple else (leaves[0],)
     out = _unroll(step, start, 1, is_tuple, "on the keyed engine's values", first=False)
     outs = tuple(out) if is_tuple else (out,)
@@ -328,8 +328,21 @@ def _path_matrix(step, state, is_tuple):
             for o in outs]
 
 
+def _graph_and_x0(graph, x0, label):
+    """Refuse an x0 for "trg" and a user's step without one."""
+    if graph == "trg" and x0 is not None:
+        raise InputError("x0 is not used with graph='trg' (the TRG is probed by steps at beta = 0.3)")
+    if graph not in GRAPHS and x0 is None:
+        raise InputError(f"graph={graph if label is None else label!r} needs x0 (--x0), the starting state")
 
 
+def _optional_state(x0):
+    """``x0`` checked (:func:`check_state`), or None (a built-in graph's own)."""
+    return None if x0 is None else check_state(x0)
+
+
+@checked(_graph_and_x0, engine=check_engine, keys=partial(check_choice, "keys", allowed=STRATEGIES),
+         budget=partial(check_positive, "budget", high=BUDGET_MAX), x0=_optional_state)
 def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "structural",
         budget: float = 20.0, label: str | None = None) -> dict:
     """The probe as ``python -m trgad probe`` runs it, as a JSON-ready dict.
@@ -344,38 +357,22 @@ def run(graph: str = "chain", x0=None, engine: str = "keyed", keys: str = "struc
     for a bad graph, x0, engine, keys or budget, or a user step that does not import or
     fails on x0.
     """
-    engine, keys, budget = _check_common(engine, keys, budget)
-    shown = graph if label is None else label
-    if graph == "trg" and x0 is not None:
-        raise InputError("x0 is not used with graph='trg' (the TRG is probed by steps at beta = 0.3)")
-    if graph not in GRAPHS and x0 is None:
-        raise InputError(f"graph={shown!r} needs x0 (--x0), the starting state")
-    if x0 is not None:
-        state, is_tuple = as_state(x0)
-        x0 = state if is_tuple else state[0]
-    return run_unchecked(graph, x0, engine, keys, budget, label)
-
-
-def run_unchecked(graph, x0, engine, keys, budget, label=None):
-    """:func:`run` for the command line, which checked x0 (None only for a built-in graph, and
-    for "trg"), engine, keys and budget, and runs this in a child process: the user's step is
-    imported here, in the child."""
     label = graph if label is None else label
     if isinstance(x0, list):
         x0 = tuple(x0)
     depths = DEPTHS if engine == "keyed" else DEPTHS_JAX
     if graph == "trg":
         steps = STEPS_KEYED if engine == "keyed" else STEPS_JAX
-        res = _trg_growth(steps, engine, keys, 16, 0.3, budget, execute=False)
+        res = trg_growth.trusted(steps, engine, keys, 16, 0.3, budget, execute=False)
         desc = "whole-graph Levin-Nave TRG, chi = 16, beta = 0.3, by steps"
     elif graph in BUILTINS:
         step, default, desc = BUILTINS[graph]
         x0 = default if x0 is None else x0
-        res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
+        res = _growth(step, *as_state.trusted(x0), depths, engine, keys, budget)
     else:
         step = load_step(graph, label)
         check_step(step, x0, label)
-        res = _growth(step, *as_state_unchecked(x0), depths, engine, keys, budget)
+        res = _growth(step, *as_state.trusted(x0), depths, engine, keys, budget)
         desc = f"user step {label}"
     out = {"graph": label, "description": desc, "x0": list(x0) if isinstance(x0, tuple) else x0}
     out.update(res.as_dict())

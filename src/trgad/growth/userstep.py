@@ -13,7 +13,7 @@ import math
 import os
 
 from .graphs import GRAPHS
-from ..runtime.validate import InputError, check_point
+from ..runtime.validate import InputError, check_point, checked
 
 #: Most components of a state tuple (each is one leaf of the unrolled graph).
 MAX_STATE = 100
@@ -25,18 +25,21 @@ def one_line(e):
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def as_state(x0):
-    """x0 as a tuple of floats (a scalar state is a 1-tuple), and whether it was a tuple.
-    Each number must be 0 or finite with magnitude >= the smallest normal float64
-    (:func:`trgad.runtime.validate.check_point`); InputError otherwise."""
+def check_state(x0):
+    """x0, a number or a tuple/list of 1 to :data:`MAX_STATE` numbers, each 0 or finite with
+    magnitude >= the smallest normal float64 (:func:`trgad.runtime.validate.check_point`):
+    the number or a tuple of them as floats; InputError otherwise."""
     items = x0 if isinstance(x0, (tuple, list)) else (x0,)
     if not items or len(items) > MAX_STATE:
         raise InputError(f"x0={x0!r} is out of range: give a number or 1 to {MAX_STATE} numbers")
-    return tuple(check_point("x0", v) for v in items), isinstance(x0, (tuple, list))
+    state = tuple(check_point("x0", v) for v in items)
+    return state if isinstance(x0, (tuple, list)) else state[0]
 
 
-def as_state_unchecked(x0):
-    """:func:`as_state` of an x0 its caller checked."""
+@checked(x0=check_state)
+def as_state(x0):
+    """x0 as a tuple of floats (a scalar state is a 1-tuple), and whether it was a tuple
+    (x0 checked by :func:`check_state`)."""
     return (tuple(x0), True) if isinstance(x0, (tuple, list)) else ((x0,), False)
 
 
@@ -95,7 +98,7 @@ def check_step(step, x0, spec):
     it fails (any exception, ``SystemExit`` and ``KeyboardInterrupt`` included) or returns
     something that is not a state of the same shape with finite numbers.  ``x0`` is trusted
     (:func:`as_state` or :func:`parse_x0` checked it)."""
-    state, is_tuple = as_state_unchecked(x0)
+    state, is_tuple = as_state.trusted(x0)
     try:
         out = step(state if is_tuple else state[0])
         values = list(out) if is_tuple else [out]

@@ -2,16 +2,20 @@
 book's Rust harness run as a child process (:mod:`trgad.harness.tenferro`), its staged pass
 and its whole graph's ``ad.grad`` at the most steps that finish within a cap.  Kept apart
 from the JAX rows so that the harness layer owns everything that starts the harness."""
+from functools import partial
+
 from ..pages import caps
-from ..runtime.timing import capped_sweep_unchecked
+from ..runtime.timing import capped_sweep
 from ..runtime.validate import (InputError, check_beta, check_chi, check_repeats, check_steps,
-                                check_timeout)
+                                check_timeout, checked)
 from . import tenferro
 
 #: The tenferro-rs rows of ``run(...)["tenferro"]`` (:func:`tenferro_rows`), beside JAX's.
 TENFERRO_ROWS = ("tenferro_staged", "tenferro_whole")
 
 
+@checked(beta=check_beta, chi=check_chi, steps=check_steps, repeats=check_repeats,
+         cap_seconds=partial(check_timeout, name="cap_seconds"))
 def tenferro_rows(beta, chi, steps, repeats=3, cap_seconds=caps.TENFERRO_HANG_SECONDS):
     """tenferro-rs :data:`trgad.harness.tenferro.VERSION`'s rows beside JAX's, at (beta, chi, steps);
     the harness runs as a child, single-threaded (:mod:`trgad.harness.tenferro`).  Seconds, wall clock.
@@ -30,28 +34,22 @@ def tenferro_rows(beta, chi, steps, repeats=3, cap_seconds=caps.TENFERRO_HANG_SE
     or when it fails or refuses the input, False with ``reason`` (one line) and no figures.
     Raises InputError for beta, chi, steps, repeats or cap_seconds out of range.
     """
-    return tenferro_rows_unchecked(check_beta(beta), check_chi(chi), check_steps(steps),
-                                   check_repeats(repeats), check_timeout(cap_seconds, "cap_seconds"))
-
-
-def tenferro_rows_unchecked(beta, chi, steps, repeats=3, cap_seconds=caps.TENFERRO_HANG_SECONDS):
-    """:func:`tenferro_rows` for a caller that checked its arguments (:func:`trgad.bench.run`)."""
     def staged_row():
-        r = tenferro.staged_unchecked(steps, beta, chi, repeats=repeats)
+        r = tenferro.staged.trusted(steps, beta, chi, repeats=repeats)
         if not r["returned"]:
             raise tenferro.TenferroError(f"the staged pass did not return within {r['timeout_s']:g} s")
         return {"steps": steps, "first_seconds": r["first_ms"] / 1e3,
                 "steady_seconds": r["min_ms"] / 1e3, "value": [r["lnz_per_site"], r["grad"]]}
 
     def measure(n):
-        w = tenferro.whole_unchecked(n, beta, chi, keep=True, timeout=cap_seconds)
+        w = tenferro.whole.trusted(n, beta, chi, keep=True, timeout=cap_seconds)
         if not w["returned"]:
             return {"steps": n, "seconds": w["seconds"], "killed": True}
         return {"steps": n, "seconds": w["transform_ms"] / 1e3, "killed": False,
                 "value": [w["lnz_per_site"], w["grad"]]}
 
     def whole_row():
-        sweep = capped_sweep_unchecked(measure, range(1, steps + 1), cap_seconds)
+        sweep = capped_sweep.trusted(measure, range(1, steps + 1), cap_seconds)
         done = [r for r in sweep.rows if not r["killed"] and r["seconds"] <= cap_seconds]
         last = done[-1] if done else {"steps": 0, "seconds": None, "value": None}
         return {"steps": last["steps"], "transform_seconds": last["seconds"], "value": last["value"],

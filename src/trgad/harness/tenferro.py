@@ -55,7 +55,7 @@ from . import answers, callgrind
 from ..physics import trg
 from ..runtime.children import run_command
 from ..runtime.validate import (InputError, check_beta, check_chi, check_choice, check_int, check_point,
-                                X0_MIN, check_repeats, check_steps, check_timeout, format_bound)
+                                X0_MIN, check_repeats, check_steps, check_timeout, format_bound, checked)
 
 #: The tenferro-rs release the harness is built against (its Cargo.toml pins ``=0.8.0``).
 VERSION = "0.8.0"
@@ -181,9 +181,22 @@ def _run(args, timeout, version=VERSION, build="stock", given=None):
 
 def _schedule(steps, beta, chi):
     """The --schedule argument (:func:`trgad.physics.trg.truncation_schedule`)."""
-    return ",".join(map(str, trg.truncation_schedule_unchecked(chi, steps, beta)))
+    return ",".join(map(str, trg.truncation_schedule.trusted(chi, steps, beta)))
 
 
+def _one_mode(eager, keep, forward):
+    """Refuse more than one of eager, keep and forward."""
+    if sum(map(bool, (eager, keep, forward))) > 1:
+        raise InputError(f"eager={eager}, keep={keep}, forward={forward}: at most one (keep applies "
+                         f"to ad.grad's graph only)")
+
+
+def _release(version, build):
+    """``version`` and ``build``, checked (:func:`_program`)."""
+    return dict(zip(("version", "build"), _program(version, build)))
+
+
+@checked(_one_mode, _release, steps=check_steps, beta=check_beta, chi=check_chi, timeout=check_timeout)
 def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, forward=False, version=VERSION,
           build="stock", timeout=TIMEOUT_SECONDS):
     """``ad.grad`` (or, ``eager=True``, ``backward()``) of the whole TRG graph of ``steps``
@@ -194,18 +207,6 @@ def whole(steps, beta=0.3, chi=16, *, eager=False, keep=False, forward=False, ve
     (forward mode) instead of ``ad.grad``.  ``version``: the tenferro-rs
     release (one of :data:`VERSIONS`), ``build`` (one of :data:`BUILDS`).  A run past
     ``timeout`` seconds is killed: ``returned`` False."""
-    if sum(map(bool, (eager, keep, forward))) > 1:
-        raise InputError(f"eager={eager}, keep={keep}, forward={forward}: at most one (keep applies "
-                         f"to ad.grad's graph only)")
-    version, build = _program(version, build)
-    return whole_unchecked(check_steps(steps), check_beta(beta), check_chi(chi), eager=eager,
-                           keep=keep, forward=forward, version=version, build=build,
-                           timeout=check_timeout(timeout))
-
-
-def whole_unchecked(steps, beta, chi, *, eager=False, keep=False, forward=False, version=VERSION,
-                    build="stock", timeout=TIMEOUT_SECONDS):
-    """:func:`whole` for a caller that checked its arguments."""
     args = ["whole", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta)]
     flags = [f"--{name}" for name, on in (("eager", eager), ("keep", keep), ("forward", forward)) if on]
     return _run(args + flags, timeout, version, build, _lattice(args, steps, beta))
@@ -233,18 +234,17 @@ def chain(depth, fanout=2, x0=2.0, *, version=VERSION, build="stock", timeout=TI
     return _run(args, check_timeout(timeout), *_program(version, build), given)
 
 
+def _stock_release(build):
+    """``build`` of :data:`VERSION`, the release the staged program exists for."""
+    return _program(VERSION, build)[1]
+
+
+@checked(steps=check_steps, beta=check_beta, chi=check_chi, repeats=check_repeats, timeout=check_timeout,
+         build=_stock_release)
 def staged(steps=20, beta=0.3, chi=16, *, repeats=3, build="stock", timeout=TIMEOUT_SECONDS):
     """The staged value and gradient (one VJP per step) of ``steps`` TRG steps with
     tenferro-rs :data:`VERSION` (``build``): lnZ/N, u, the first pass's time and the fastest
     of ``repeats`` passes after it."""
-    _, build = _program(VERSION, build)
-    return staged_unchecked(check_steps(steps), check_beta(beta), check_chi(chi),
-                            repeats=check_repeats(repeats), build=build,
-                            timeout=check_timeout(timeout))
-
-
-def staged_unchecked(steps, beta, chi, *, repeats=3, build="stock", timeout=TIMEOUT_SECONDS):
-    """:func:`staged` for a caller that checked its arguments."""
     args = ["staged", "--schedule", _schedule(steps, beta, chi), "--beta", repr(beta),
             "--repeats", str(repeats)]
     return _run(args, timeout, VERSION, build, {**_lattice(args, steps, beta), "repeats": repeats})

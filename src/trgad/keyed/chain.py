@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import decimal
 import math
+from functools import partial
 
 import jax
 
 from . import engine as keyed
 from .keys import STRATEGIES
-from ..runtime.timing import Sweep, capped_sweep_unchecked, count_eqns, time_grad_transform_unchecked
+from ..runtime.timing import Sweep, capped_sweep, count_eqns, time_grad_transform
 from ..runtime.validate import (AD_MODES, CHAIN_MAX_OPS, check_chain, check_choice, check_depths,
-                                check_engine, check_int, check_point, check_positive)
+                                check_engine, check_int, check_point, check_positive, checked)
 
 #: Differentiation modes of :func:`run`: reverse mode, forward mode, and the keyed engine's
 #: eager forward mode (its last, keyed engine only).
@@ -41,6 +42,12 @@ def build(x, depth, fanout):
     return y
 
 
+def _chain(depth, fanout):
+    """depth and fanout, checked together (:func:`trgad.runtime.validate.check_chain`)."""
+    return dict(zip(("depth", "fanout"), check_chain(depth, fanout)))
+
+
+@checked(_chain)
 def analytic_grad(depth, fanout, x0):
     """d y_D / d x0 from the closed form (see the module docstring); a float (0.0 or inf
     when it under- or overflows, nan when even the exponents leave decimal's range).  Raises
@@ -49,11 +56,7 @@ def analytic_grad(depth, fanout, x0):
     Evaluated in 50-digit decimal arithmetic (``decimal``), because x0**(K**D - 1) and
     K**e_D each leave the float range long before their ratio does.
     """
-    return _analytic_grad(*check_chain(depth, fanout), x0)
-
-
-def _analytic_grad(D, K, x0):
-    """:func:`analytic_grad` of a checked depth D and fan-out K."""
+    D, K = depth, fanout                           # the formulas' names
     power = K**D - 1                               # exponent of x0 (an exact int)
     e_D = D if K == 1 else (K**D - 1) // (K - 1)   # exponent of K in the denominator
     if power == 0:
@@ -66,6 +69,13 @@ def _analytic_grad(D, K, x0):
     return float(value)
 
 
+def _mode(engine, mode):
+    """``mode``, one of the engine's: :data:`MODES` (keyed) or AD_MODES (JAX)."""
+    return {"mode": check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)}
+
+
+@checked(_chain, _mode, engine=check_engine, keys=partial(check_choice, "keys", allowed=STRATEGIES),
+         x0=partial(check_point, "x0"))
 def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"):
     """Differentiate the chain of ``depth`` layers and fan-out ``fanout`` at ``x0``.
 
@@ -97,20 +107,10 @@ def run(depth, fanout, engine="keyed", keys="structural", x0=1.1, mode="reverse"
     :data:`trgad.runtime.validate.CHAIN_MAX_OPS`, an x0 that is not finite or is subnormal, or an unknown engine, keys or
     mode (``forward_eager`` with JAX included).
     """
-    depth, fanout = check_chain(depth, fanout)
-    engine = check_engine(engine)
-    keys = check_choice("keys", keys, STRATEGIES)
-    mode = check_choice("mode", mode, MODES if engine == "keyed" else AD_MODES)
-    return run_unchecked(depth, fanout, engine, keys, check_point("x0", x0), mode)
-
-
-def run_unchecked(depth, fanout, engine, keys, x0, mode="reverse"):
-    """:func:`run` for the command line, which checked every argument (it runs this in a
-    child process)."""
     out = {"depth": depth, "fanout": fanout, "engine": engine,
            "keys": keys if engine == "keyed" else None, "mode": mode}
     if engine == "keyed":
-        x = keyed.leaf_unchecked(x0, keys)
+        x = keyed.leaf.trusted(x0, keys)
         y = build(x, depth, fanout)
         if mode == "reverse":
             d = keyed.grad(y, x)
@@ -124,11 +124,11 @@ def run_unchecked(depth, fanout, engine, keys, x0, mode="reverse"):
                    free_seconds=d.free_seconds)
     else:
         f = lambda x: build(x, depth, fanout)  # noqa: E731
-        seconds, jaxpr = time_grad_transform_unchecked(f, x0, 1, mode=mode)
+        seconds, jaxpr = time_grad_transform.trusted(f, x0, 1, mode=mode)
         g = float(jax.grad(f)(x0) if mode == "reverse" else jax.jvp(f, (x0,), (1.0,))[1])
         out.update(transform_seconds=seconds, key_visits=None, derivative_ops=count_eqns(jaxpr))
     out["grad"] = g if math.isfinite(g) else None
-    out["analytic_grad"] = _analytic_grad(depth, fanout, x0)
+    out["analytic_grad"] = analytic_grad.trusted(depth, fanout, x0)
     if not math.isfinite(out["analytic_grad"]):
         out["analytic_grad"] = None
     if out["grad"] is None:
@@ -155,10 +155,10 @@ def sweep(fanout, depths, engine="keyed", keys="structural", x0=1.1, cap_seconds
     x0, repeats = check_point("x0", x0), check_int("repeats", repeats, 1)
 
     def measure(depth):
-        rows = [run_unchecked(depth, fanout, engine, keys, x0, mode) for _ in range(repeats)]
+        rows = [run.trusted(depth, fanout, engine, keys, x0, mode) for _ in range(repeats)]
         return min(rows, key=lambda r: r["transform_seconds"])
 
     if cap_seconds is None:
         return Sweep([measure(d) for d in depths], None, 0.0)
-    return capped_sweep_unchecked(measure, depths, check_positive("cap_seconds", cap_seconds),
+    return capped_sweep.trusted(measure, depths, check_positive("cap_seconds", cap_seconds),
                                   key="transform_seconds")

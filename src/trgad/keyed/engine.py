@@ -44,6 +44,7 @@ primal values it recomputes, so its leading constant A is half the engine's.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -51,7 +52,7 @@ from .keys import COUNTER, STRATEGIES, count_visits, fresh_leaf_key, make_key, t
 from .program import Derivative, Eager, Emitter, Tangents
 from .rules import IMPL, JVP_RULES
 from .sweeps import fetch_residuals, forward_sweep, materialise, reverse_sweep, value_table
-from ..runtime.validate import InputError, check_choice
+from ..runtime.validate import InputError, check_choice, checked
 
 
 # ----------------------------------------------------------------------------------------
@@ -110,6 +111,7 @@ class Value:
     def __abs__(self): return apply("abs", (), self)
 
 
+@checked(keys=partial(check_choice, "keys", allowed=STRATEGIES))
 def leaf(x, keys="structural"):
     """A differentiable input: a float or array (converted to float64) with a fresh key.
 
@@ -117,11 +119,6 @@ def leaf(x, keys="structural"):
     Returns a :class:`Value` of ``x``'s shape.  Raises InputError for an unknown strategy or
     a non-numeric ``x``.
     """
-    return leaf_unchecked(x, check_choice("keys", keys, STRATEGIES))
-
-
-def leaf_unchecked(x, keys):
-    """:func:`leaf` for a caller that checked ``keys``."""
     return Value(_as_array(x), fresh_leaf_key(keys, "input"))
 
 

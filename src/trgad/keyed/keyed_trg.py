@@ -17,13 +17,14 @@ prints) build on the staged one.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
 from . import engine as keyed
 from ..physics import heat, ising, trg
 from .keys import STRATEGIES
-from ..runtime.validate import check_beta, check_choice, check_order, check_schedule
+from ..runtime.validate import check_beta, check_choice, check_order, check_schedule, checked
 
 
 class KeyedOps:
@@ -64,6 +65,7 @@ class KeyedOps:
         return keyed.constant(x, self.keys)
 
 
+@checked(beta=check_beta, schedule=check_schedule, keys=partial(check_choice, "keys", allowed=STRATEGIES))
 def trg_whole(beta, schedule, keys="structural"):
     """lnZ/N and u = -d(lnZ/N)/d beta, differentiating the whole TRG graph on the keyed engine.
 
@@ -80,16 +82,9 @@ def trg_whole(beta, schedule, keys="structural"):
     an unknown ``keys``.  With structural keys the transform is exponential in the number of
     steps: cap it (:func:`trgad.runtime.timing.capped_sweep`, :func:`trgad.runtime.timing.run_with_timeout`).
     """
-    return trg_whole_unchecked(check_beta(beta), check_schedule(schedule),
-                               check_choice("keys", keys, STRATEGIES))
-
-
-def trg_whole_unchecked(beta, schedule, keys):
-    """:func:`trg_whole` for the command line, which checked beta, the schedule and keys
-    (it runs this in a child process)."""
     t0 = time.perf_counter()
-    b = keyed.leaf_unchecked(beta, keys)
-    lnz = trg.lnz_per_site_unchecked(b, schedule, ops=KeyedOps.unchecked(keys))
+    b = keyed.leaf.trusted(beta, keys)
+    lnz = trg.lnz_per_site.trusted(b, schedule, ops=KeyedOps.unchecked(keys))
     primal = time.perf_counter() - t0
     d = keyed.grad(lnz, b)
     g = float(d.run())
@@ -102,6 +97,7 @@ def trg_whole_unchecked(beta, schedule, keys):
     }
 
 
+@checked(beta=check_beta, schedule=check_schedule, keys=partial(check_choice, "keys", allowed=STRATEGIES))
 def value_and_grad_engine(beta, schedule, keys="structural"):
     """lnZ/N and d(lnZ/N)/d beta by staged VJPs on the keyed graph engine.
 
@@ -129,30 +125,24 @@ def value_and_grad_engine(beta, schedule, keys="structural"):
     ------
     InputError for bad beta, schedule or keys.
     """
-    return value_and_grad_engine_unchecked(check_beta(beta), check_schedule(schedule),
-                                           check_choice("keys", keys, STRATEGIES))
-
-
-def value_and_grad_engine_unchecked(beta, ks, keys="structural"):
-    """:func:`value_and_grad_engine` for a caller that checked its arguments."""
     ops = KeyedOps.unchecked(keys)
-    n = len(ks)
+    n = len(schedule)
 
     t0 = time.perf_counter()
-    beta_leaf = keyed.leaf_unchecked(beta, keys)
+    beta_leaf = keyed.leaf.trusted(beta, keys)
     T0 = ising.initial_tensor(beta_leaf, ops)
     stages = []          # (leaf, T_next, ln) per step
     current = _concrete(T0)
     ln_values, step_primal = [], []
-    for k in ks:
+    for k in schedule:
         t_step = time.perf_counter()
-        leaf = keyed.leaf_unchecked(current, keys)
+        leaf = keyed.leaf.trusted(current, keys)
         T_next, ln = trg.trg_step(leaf, k, ops)
         stages.append((leaf, T_next, ln))
         current = _concrete(T_next)
         ln_values.append(float(_concrete(ln)))
         step_primal.append(time.perf_counter() - t_step)
-    last_leaf = keyed.leaf_unchecked(current, keys)
+    last_leaf = keyed.leaf.trusted(current, keys)
     tail = ops.log(trg.torus_trace(last_leaf, ops))
     tail_value = float(_concrete(tail))
     primal_seconds = time.perf_counter() - t0
@@ -194,21 +184,18 @@ def _concrete(value):
     return np.asarray(getattr(value, "data", value))
 
 
+@checked(beta=check_beta, schedule=check_schedule, keys=partial(check_choice, "keys", allowed=STRATEGIES))
 def specific_heat(beta, schedule, keys="structural", h=None):
     """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of two staged gradients on
     the keyed engine (:func:`value_and_grad_engine`, :func:`trgad.physics.heat.central_difference_c`
     with its step :func:`trgad.physics.heat.fd_step` unless ``h`` is given).  The engine has first
     derivatives only, so this is its way to c.  Units of k_B per site.  Raises InputError for
     a bad beta, schedule or keys, or h outside (0, beta)."""
-    beta, ks, keys = check_beta(beta), check_schedule(schedule), check_choice("keys", keys, STRATEGIES)
-    return _specific_heat(beta, ks, keys, h)
+    return heat.central_difference_c(lambda b: value_and_grad_engine.trusted(b, schedule, keys)["dlnz"], beta, h)
 
 
-def _specific_heat(beta, ks, keys, h=None):
-    """:func:`specific_heat` of checked arguments."""
-    return heat.central_difference_c(lambda b: value_and_grad_engine_unchecked(b, ks, keys)["dlnz"], beta, h)
-
-
+@checked(beta=check_beta, schedule=check_schedule, keys=partial(check_choice, "keys", allowed=STRATEGIES),
+         order=check_order)
 def staged_derivatives(beta, schedule, keys="structural", order=1):
     """lnZ/N, u and (``order=2``) c by the staged method on the keyed engine, as one JSON-ready
     dict: what ``python -m trgad trg --engine keyed --method staged`` prints.
@@ -220,21 +207,14 @@ def staged_derivatives(beta, schedule, keys="structural", order=1):
     ``key_visits``, ``derivative_ops``, ``run_seconds`` and ``primal_seconds``
     (:func:`value_and_grad_engine`).  Raises InputError for a bad beta, schedule, keys or order.
     """
-    return staged_derivatives_unchecked(check_beta(beta), check_schedule(schedule),
-                                        check_choice("keys", keys, STRATEGIES), check_order(order))
-
-
-def staged_derivatives_unchecked(beta, ks, keys="structural", order=1):
-    """:func:`staged_derivatives` for the command line, which checked beta, keys and the order
-    and computed the schedule ``ks`` (a list of ints)."""
     t0 = time.perf_counter()
-    r = value_and_grad_engine_unchecked(beta, ks, keys)
+    r = value_and_grad_engine.trusted(beta, schedule, keys)
     out = {"method": "staged", "order": order, "lnz_per_site": r["lnz_per_site"], "u": -r["dlnz"],
            "c": None, "c_method": None, "fd_step": None, "keys": keys}
     out.update({name: r[name] for name in ("transform_seconds", "key_visits", "derivative_ops",
                                            "run_seconds", "primal_seconds")})
     if order == 2:
-        out.update(c=_specific_heat(beta, ks, keys, h=heat.fd_step(beta)), c_method="fd",
+        out.update(c=specific_heat.trusted(beta, schedule, keys, h=heat.fd_step(beta)), c_method="fd",
                    fd_step=heat.fd_step(beta))
     out["seconds"] = time.perf_counter() - t0
     return out

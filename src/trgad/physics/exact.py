@@ -21,7 +21,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ..runtime import compiled
-from ..runtime.validate import InputError, check_beta, check_int
+from ..runtime.validate import InputError, check_beta, check_int, checked
 
 #: Critical inverse temperature ln(1 + sqrt 2) / 2.
 BETA_C = math.log(1.0 + math.sqrt(2.0)) / 2.0
@@ -98,6 +98,7 @@ def torus_exact(beta, steps):
     }
 
 
+@checked(beta=check_beta)
 def onsager(beta):
     """Onsager's infinite-lattice lnZ/N, internal energy u and specific heat c per site.
 
@@ -118,13 +119,9 @@ def onsager(beta):
     SciPy's ``ellipk``/``ellipe`` take m = k^2, clipped to <= 1 (at beta_c, m rounds to
     1 + 2e-16 and ``ellipk`` would return NaN).
     """
-    return onsager_unchecked(check_beta(beta))
-
-
-def onsager_unchecked(b):
-    """:func:`onsager` of a checked beta."""
     from scipy import integrate, special  # here, not at import: SciPy's import costs ~0.5 s
 
+    b = beta                                  # the formulas' b
     k = 2.0 * math.sinh(2 * b) / math.cosh(2 * b) ** 2
     m = min(k * k, 1.0)
 

@@ -8,11 +8,10 @@ pass (:func:`trgad.physics.staged.value_grad_hess_jax`).  Units of k_B per site.
 from __future__ import annotations
 
 from . import ising, staged
-from ..runtime.validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_schedule
+from ..runtime.validate import BETA_MAX, BETA_MIN, InputError, check_beta, check_schedule, checked
 
 #: Step of the central difference for the specific heat, as in the source report (h = 1e-5).
 FD_STEP = 1e-5
-
 
 
 def fd_step(beta):
@@ -47,17 +46,13 @@ def central_difference_c(gradient, beta, h=None):
     return 0.0 if diff == 0 else b * ((b / (up - down)) * diff)   # b / (up - down) <= 1e8
 
 
+@checked(beta=check_beta, schedule=check_schedule)
 def specific_heat(beta, schedule, h=None):
     """c = beta**2 d^2(lnZ/N)/d beta^2 from a central difference of two staged JAX gradients
     (:func:`value_and_grad_jax`, :func:`central_difference_c`; the source report's way).
     Units of k_B per site.  Raises InputError for a bad beta or schedule, or if h is given
     outside (0, beta)."""
-    return specific_heat_unchecked(check_beta(beta), check_schedule(schedule), h)
-
-
-def specific_heat_unchecked(beta, ks, h=None):
-    """:func:`specific_heat` for trgad's own callers, which checked beta and the schedule."""
-    return central_difference_c(lambda b: staged.value_and_grad_jax_unchecked(b, ks)[1], beta, h)
+    return central_difference_c(lambda b: staged.value_and_grad_jax.trusted(b, schedule)[1], beta, h)
 
 
 def specific_heat_exact(beta, schedule):
@@ -65,4 +60,4 @@ def specific_heat_exact(beta, schedule):
     k_B per site; 0 when the second derivative is exactly 0 (deep in the ordered phase, where
     beta**2 would overflow).  Raises InputError for a bad beta or schedule."""
     beta = check_beta(beta)
-    return ising.specific_heat_of(beta, staged.value_grad_hess_jax_unchecked(beta, check_schedule(schedule))[2])
+    return ising.specific_heat_of(beta, staged.value_grad_hess_jax.trusted(beta, check_schedule(schedule))[2])

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import time
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from ..runtime import compiled
 from . import ising, staged, trg, heat
-from ..runtime.validate import InputError, check_beta, check_choice, check_order, check_schedule
+from ..runtime.validate import InputError, check_beta, check_choice, check_order, check_schedule, checked
 
 #: The methods of :func:`value_and_derivatives`: the modes of differentiation.
 METHODS = ("whole", "staged", "forward_mode", "checkpoint")
@@ -85,6 +86,7 @@ def check_method(method):
 
 # ---- the checkpointed scan -----------------------------------------------------------------
 
+@checked(schedule=check_schedule)
 def scan_start(schedule):
     """Index of the first step of the repeated tail: from there to the end every step's input
     bond dimension D equals its kept k and all the k are equal (the scan's fixed shape).
@@ -92,17 +94,12 @@ def scan_start(schedule):
     it is 4; at chi = 2 ([2, 2, ...]) 0.  Returns len(schedule) when the last step does not
     qualify (nothing is scanned); a one-step tail is still a scan.  Raises InputError for a
     bad schedule."""
-    return _scan_start(check_schedule(schedule))
-
-
-def _scan_start(ks):
-    """:func:`scan_start` of a checked schedule."""
-    ks = list(ks)
-    dims = [2] + ks[:-1]
-    start = len(ks) - 1
-    while start > 0 and dims[start - 1] == ks[start - 1] == ks[-1]:
+    schedule = list(schedule)
+    dims = [2] + schedule[:-1]
+    start = len(schedule) - 1
+    while start > 0 and dims[start - 1] == schedule[start - 1] == schedule[-1]:
         start -= 1
-    return start if dims[start] == ks[start] == ks[-1] else len(ks)
+    return start if dims[start] == schedule[start] == schedule[-1] else len(schedule)
 
 
 #: Name of the one value the checkpointed step saves for its backward pass (see below).
@@ -129,6 +126,7 @@ def named_norm_ops(ops=None):
     return ops
 
 
+@checked(schedule=check_schedule)
 def lnz_scanned(beta, schedule, ops=None, checkpoint=False):
     """lnZ/N as :func:`trgad.physics.trg.lnz_per_site`, with the repeated steps in one ``lax.scan``.
 
@@ -146,20 +144,16 @@ def lnz_scanned(beta, schedule, ops=None, checkpoint=False):
     for a bad schedule.  Source: ``jax.lax.scan`` and ``jax.checkpoint`` (JAX documentation,
     "Gradient checkpointing"), applied to the Levin-Nave steps.
     """
-    return _lnz_scanned(beta, tuple(check_schedule(schedule)), ops, checkpoint)
-
-
-def _lnz_scanned(beta, ks, ops=None, checkpoint=False):
-    """:func:`lnz_scanned` of a checked schedule (a tuple of ints)."""
+    schedule = tuple(schedule)
     ops = ops or trg.JAX
-    start = _scan_start(ks)
+    start = scan_start.trusted(schedule)
     T = ising.initial_tensor(beta, ops)
     total = 0.0
-    for i, k in enumerate(ks[:start]):
+    for i, k in enumerate(schedule[:start]):
         T, ln = trg.trg_step(T, k, ops)
         total = total + ln * (1.0 / 2**i)
-    if start < len(ks):
-        k = ks[-1]
+    if start < len(schedule):
+        k = schedule[-1]
         if checkpoint:
             named = named_norm_ops(ops)
             policy = jax.checkpoint_policies.save_only_these_names(NORM_NAME)
@@ -173,10 +167,10 @@ def _lnz_scanned(beta, ks, ops=None, checkpoint=False):
             t, ln = step(t)
             return (t, acc + ln * w), None
 
-        weights = jnp.asarray([1.0 / 2**i for i in range(start, len(ks))],
+        weights = jnp.asarray([1.0 / 2**i for i in range(start, len(schedule))],
                               dtype=jnp.float64)
         (T, total), _ = jax.lax.scan(body, (T, total + 0.0 * weights[0]), weights)
-    n = len(ks)
+    n = len(schedule)
     total = total + ops.log(trg.torus_trace(T, ops)) * (1.0 / 2**n)
     return total + ising.log_weight_per_site(beta)
 
@@ -190,7 +184,7 @@ def _lnz(method, schedule, order):
     rest :data:`trgad.physics.trg.JAX`."""
     reverse = order == 1 and method in ("whole", "checkpoint")
     ops = trg.JAX_REVERSE if reverse else trg.JAX
-    return lambda b: _lnz_scanned(b, schedule, ops, checkpoint=method == "checkpoint")
+    return lambda b: lnz_scanned.trusted(b, schedule, ops, checkpoint=method == "checkpoint")
 
 
 def _second(form, f):
@@ -224,6 +218,15 @@ def _build(method, order, schedule):
 _EXECUTABLES = compiled.registry("modes")
 
 
+def _one_program(method):
+    """``method``, checked, if it is one program (not "staged")."""
+    method = check_method(method)
+    if method == "staged":
+        raise InputError("method='staged' is not one program: see trgad.physics.staged")
+    return method
+
+
+@checked(method=_one_program, order=check_order, schedule=check_schedule)
 def program(method, order, schedule):
     """The compiled beta -> (lnZ/N, dlnZ/N/dbeta, d^2 lnZ/N/dbeta^2 or None) of ``method``
     ("whole", "forward_mode" or "checkpoint"; ``order`` 1 or 2) for ``schedule``, and the
@@ -233,15 +236,7 @@ def program(method, order, schedule):
     its ``memory_analysis()`` gives XLA's memory figures.  Raises InputError for "staged"
     (a sequence of per-step programs, :mod:`trgad.physics.staged`) and for a bad order or schedule.
     """
-    method = check_method(method)
-    if method == "staged":
-        raise InputError("method='staged' is not one program: see trgad.physics.staged")
-    return program_unchecked(method, check_order(order), tuple(check_schedule(schedule)))
-
-
-def program_unchecked(method, order, ks):
-    """:func:`program` for a caller that checked its method (not staged), order and schedule (a tuple)."""
-    key = (method, order, ks)
+    key = (method, order, tuple(schedule))
     if key in _EXECUTABLES:
         return _EXECUTABLES[key], 0.0
     t0 = time.perf_counter()
@@ -250,6 +245,8 @@ def program_unchecked(method, order, ks):
     return exe, time.perf_counter() - t0
 
 
+@checked(beta=check_beta, schedule=check_schedule, method=check_method, order=check_order,
+         c_method=partial(check_choice, "c_method", allowed=C_METHODS))
 def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="exact"):
     """lnZ/N, u and (order 2) c of the Ising model by TRG, by one mode of differentiation.
 
@@ -277,29 +274,21 @@ def value_and_derivatives(beta, schedule, method="staged", order=1, c_method="ex
     ------
     InputError for a bad beta, schedule, method, order or c_method.
     """
-    return value_and_derivatives_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
-                                           check_method(method), check_order(order),
-                                           check_choice("c_method", c_method, C_METHODS))
-
-
-def value_and_derivatives_unchecked(beta, ks, method="staged", order=1, c_method="exact"):
-    """:func:`value_and_derivatives` for trgad's own callers (the command line, the
-    transition scan), which checked every argument already: ``ks`` a tuple of ints, ``method``
-    a name of :data:`METHODS` (not a deprecated one)."""
+    schedule = tuple(schedule)
     t0 = time.perf_counter()
     compile_seconds = None
     if method == "staged":
         if order == 1:
-            lnz, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
+            lnz, dlnz = staged.value_and_grad_jax.trusted(beta, schedule)
             c = None
         elif c_method == "exact":
-            lnz, dlnz, d2 = staged.value_grad_hess_jax_unchecked(beta, ks)
+            lnz, dlnz, d2 = staged.value_grad_hess_jax.trusted(beta, schedule)
             c = ising.specific_heat_of(beta, d2)
         else:
-            lnz, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
-            c = heat.specific_heat_unchecked(beta, ks)
+            lnz, dlnz = staged.value_and_grad_jax.trusted(beta, schedule)
+            c = heat.specific_heat.trusted(beta, schedule)
     else:
-        exe, compile_seconds = program_unchecked(method, order, ks)
+        exe, compile_seconds = program.trusted(method, order, schedule)
         lnz, dlnz, d2 = (None if x is None else float(x) for x in exe(beta))
         c = None if d2 is None else ising.specific_heat_of(beta, d2)
     fd = order == 2 and method == "staged" and c_method == "fd"

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 
 from ..runtime import compiled
 from . import ising, trg
-from ..runtime.validate import check_beta, check_order, check_schedule
+from ..runtime.validate import check_beta, check_order, check_schedule, checked
 
 #: (step program, pullback program) pairs, keyed ("step", D, k) and by name for the ends, and
 #: 1-tuples (jet program,) keyed ("jet", D, k) and "init2", "tail2" for the second order
@@ -157,6 +157,7 @@ def _f64(*shape):
     return jax.ShapeDtypeStruct(shape, jnp.float64)
 
 
+@checked(schedule=check_schedule, order=check_order)
 def compile_ahead(schedule, order=1):
     """Compile every program a staged pass of ``schedule`` needs (``order`` 1:
     :func:`value_and_grad_jax`'s, 2: :func:`value_grad_hess_jax`'s) before it runs, side by
@@ -164,28 +165,23 @@ def compile_ahead(schedule, order=1):
     ones before it on the cores the process may use.  The passes call it themselves; programs already
     compiled are skipped.  Their shapes follow from the schedule alone: step i's input has
     D = schedule[i - 1] (2 for step 0).  Raises InputError for a bad schedule or order."""
-    _compile_ahead(check_schedule(schedule), check_order(order))
-
-
-def _compile_ahead(ks, order):
-    """:func:`compile_ahead` of a checked schedule (a list of ints) and order."""
     scalar = _f64()
     with compiled.SideBySide() as ahead:
         if order == 2:              # the small end programs last: the last compile is waited for
-            for D, k in _shapes(ks)[::-1]:
+            for D, k in _shapes(schedule)[::-1]:
                 ahead.submit(second_order_programs(D, k), *(_f64(D, D, D, D),) * 3)
             init, tail = second_order_end_programs()
             ahead.submit(init, scalar)
-            ahead.submit(tail, *(_f64(*(ks[-1],) * 4),) * 3, scalar)
+            ahead.submit(tail, *(_f64(*(schedule[-1],) * 4),) * 3, scalar)
             return
         (init_step, init_pull), (tail_step, tail_pull) = end_programs()
         _, res = ahead.submit(init_step, scalar)
         ahead.submit(init_pull, res, _f64(2, 2, 2, 2))
-        for D, k in _shapes(ks):
+        for D, k in _shapes(schedule):
             step, pull = step_programs(D, k)
             (T_next, ln), res = ahead.submit(step, _f64(D, D, D, D))
             ahead.submit(pull, res, (T_next, ln))
-        Tn = _f64(*(ks[-1],) * 4)
+        Tn = _f64(*(schedule[-1],) * 4)
         _, res = ahead.submit(tail_step, Tn, scalar)
         ahead.submit(tail_pull, res, scalar)
 
@@ -210,6 +206,7 @@ def executables():
             for exe in program.executables.values()]
 
 
+@checked(beta=check_beta, schedule=check_schedule)
 def step_residuals(beta, schedule):
     """The first-order staged forward pass alone: one (T_i, residuals_i) per step.
 
@@ -218,12 +215,7 @@ def step_residuals(beta, schedule):
     first-order pass keeps alive between its two passes.  Parameters and errors as
     :func:`value_and_grad_jax`.
     """
-    return step_residuals_unchecked(check_beta(beta), check_schedule(schedule))
-
-
-def step_residuals_unchecked(beta, ks):
-    """:func:`step_residuals` of a beta and schedule its caller checked."""
-    tensors, stages, _, _ = _forward(beta, ks, keep_tensors=True)
+    tensors, stages, _, _ = _forward(beta, schedule, keep_tensors=True)
     return [(T, res) for T, (_, res) in zip(tensors, stages)]
 
 
@@ -272,6 +264,7 @@ def _passes(beta, ks, keep=False):
 # The staged passes
 # --------------------------------------------------------------------------------------
 
+@checked(beta=check_beta, schedule=check_schedule)
 def value_and_grad_jax(beta, schedule):
     """lnZ/N and d(lnZ/N)/d beta by staged JAX VJPs (one ``jax.vjp`` per TRG step).
 
@@ -293,15 +286,11 @@ def value_and_grad_jax(beta, schedule):
     Source: the staged fix of the source report ("每一步单独建图、单独求 vjp", each step on
     its own graph with its own vjp), written with ``jax.vjp``.
     """
-    return value_and_grad_jax_unchecked(check_beta(beta), check_schedule(schedule))
+    compile_ahead.trusted(schedule, 1)
+    return _passes(beta, schedule)[:2]
 
 
-def value_and_grad_jax_unchecked(beta, ks):
-    """:func:`value_and_grad_jax` for trgad's own callers, which checked beta and the schedule."""
-    _compile_ahead(ks, 1)
-    return _passes(beta, ks)[:2]
-
-
+@checked(beta=check_beta, schedule=check_schedule)
 def value_grad_hess_jax(beta, schedule):
     """lnZ/N and its first two beta-derivatives, exactly, by staged per-step programs.
 
@@ -323,20 +312,15 @@ def value_grad_hess_jax(beta, schedule):
     step, applied to second-order forward mode (e.g. Griewank and Walther, *Evaluating
     Derivatives*, 2nd ed., ch. 13, Taylor propagation: jets compose step by step).
     """
-    return value_grad_hess_jax_unchecked(check_beta(beta), check_schedule(schedule))
-
-
-def value_grad_hess_jax_unchecked(beta, ks):
-    """:func:`value_grad_hess_jax` for trgad's own callers, which checked beta and the schedule."""
-    _compile_ahead(ks, 2)
+    compile_ahead.trusted(schedule, 2)
     f64 = jnp.float64
     init, tail = second_order_end_programs()
     T, dT, d2T = init(jnp.asarray(beta, dtype=f64))
     norms = []                  # (ln||T_i||, its first and second derivative) per step
-    for k in ks:
+    for k in schedule:
         (T, ln), (dT, dln), (d2T, d2ln) = second_order_programs(T.shape[0], k)(T, dT, d2T)
         norms.append((ln, dln, d2ln))
-    ends = tail(T, dT, d2T, jnp.asarray(1.0 / 2**len(ks), dtype=f64))
+    ends = tail(T, dT, d2T, jnp.asarray(1.0 / 2**len(schedule), dtype=f64))
     # the weighted sums on the host, once every program has been dispatched
     lnz, dlnz, d2lnz = (float(ends[m]) + sum(float(x[m]) / 2**i for i, x in enumerate(norms))
                         for m in range(3))
@@ -344,6 +328,7 @@ def value_grad_hess_jax_unchecked(beta, ks):
     return lnz + ising.log_weight_per_site(beta), dlnz + ising.log_weight_slope(beta), d2lnz
 
 
+@checked(schedule=check_schedule)
 def full_size_steps(schedule):
     """Indices of the steps whose input tensor has the schedule's largest bond dimension.
 
@@ -351,12 +336,7 @@ def full_size_steps(schedule):
     steps with a smaller input cost far less (at chi = 16: steps 0-3, inputs of D <= 4).
     Raises InputError for a bad schedule.
     """
-    return full_size_steps_unchecked(check_schedule(schedule))
-
-
-def full_size_steps_unchecked(ks):
-    """:func:`full_size_steps` of a schedule its caller checked."""
-    dims = [2] + list(ks[:-1])
+    dims = [2] + list(schedule[:-1])
     return [i for i, d in enumerate(dims) if d == max(dims)]
 
 

@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 
 from ..runtime import compiled
-from ..runtime.timing import time_call_unchecked
-from ..runtime.validate import check_beta, check_repeats, check_schedule
+from ..runtime.timing import time_call
+from ..runtime.validate import check_beta, check_repeats, check_schedule, checked
 from . import ising, svd, trg
 
 
@@ -65,45 +65,37 @@ def _full_size_tensor(beta, ks):
     return T
 
 
+@checked(beta=check_beta, schedule=check_schedule, repeats=check_repeats)
 def step_costs(beta, schedule, repeats=5):
-    """One full-size step's costs (:func:`step_costs_unchecked`) at inverse temperature
-    ``beta`` for the truncation ``schedule``; the fastest of ``repeats`` calls.  Raises
-    InputError for beta, the schedule or repeats out of range."""
-    return step_costs_unchecked(check_beta(beta), tuple(check_schedule(schedule)),
-                                check_repeats(repeats))
-
-
-def step_costs_unchecked(beta, ks, repeats=5):
-    """One full-size step's costs at ``beta`` for the checked schedule ``ks`` (a tuple whose
-    largest k some step's input has): a dict with ``D``, ``k`` and, each the fastest of
-    ``repeats`` calls timed in turns after a warm-up round, ``step_seconds``,
+    """One full-size step's costs at inverse temperature ``beta`` for the truncation
+    ``schedule`` (the largest k is some step's input): a dict with ``D``, ``k`` and, each the
+    fastest of ``repeats`` calls timed in turns after a warm-up round, ``step_seconds``,
     ``residual_forward_seconds``, ``pullback_seconds`` (from those residuals),
     ``jvp_seconds``, ``vjp_seconds`` (forward and pullback in one program),
     ``svd_seconds``, ``contraction_pullback_seconds`` (the pullback of
     :func:`trgad.physics.trg.plaquette` alone) and ``split_pullback_seconds`` (that of one
     :func:`trgad.physics.svd.balanced_split_reverse` alone); ``floor``, ``residual_share``
     and ``pullback_share`` (the module docstring), ``step_flops`` and ``vjp_flops`` (XLA's
-    count, the SVDs left out)."""
-    info, calls = step_programs_unchecked(beta, ks)
+    count, the SVDs left out).  Raises InputError for beta, the schedule or repeats out of
+    range."""
+    schedule = tuple(schedule)
+    info, calls = step_programs.trusted(beta, schedule)
     best = {name: float("inf") for name in calls}
     for _ in range(repeats + 1):         # in turns, the first round a warm-up: fair ratios
         for name, call in calls.items():
-            best[name] = min(best[name], time_call_unchecked(call, warmup=0, repeats=1).min)
+            best[name] = min(best[name], time_call.trusted(call, warmup=0, repeats=1).min)
     return costs_of(info, best)
 
 
+@checked(beta=check_beta, schedule=check_schedule)
 def step_programs(beta, schedule):
-    """:func:`step_programs_unchecked` of a beta and schedule checked here (InputError)."""
-    return step_programs_unchecked(check_beta(beta), tuple(check_schedule(schedule)))
-
-
-def step_programs_unchecked(beta, ks):
-    """The programs :func:`step_costs_unchecked` times, compiled: (info, calls), ``info``
-    a dict with ``D``, ``k``, ``step_flops`` and ``vjp_flops``, ``calls`` a dict name ->
-    zero-argument call of one program (names as the ``<name>_seconds`` of
-    :func:`step_costs_unchecked`), so that a caller may time them in its own rounds
-    (:func:`trgad.benchrows.round_robin`) and hand the seconds to :func:`costs_of`."""
-    T = _full_size_tensor(beta, ks)
+    """The programs :func:`step_costs` times, compiled: (info, calls), ``info`` a dict with
+    ``D``, ``k``, ``step_flops`` and ``vjp_flops``, ``calls`` a dict name -> zero-argument
+    call of one program (names as the ``<name>_seconds`` of :func:`step_costs`), so that a
+    caller may time them in its own rounds (:func:`trgad.benchrows.round_robin`) and hand
+    the seconds to :func:`costs_of`.  Raises InputError for a bad beta or schedule."""
+    schedule = tuple(schedule)
+    T = _full_size_tensor(beta, schedule)
     D = k = T.shape[0]
     step = lambda t: trg.trg_step(t, k, trg.JAX_REVERSE)             # noqa: E731
     M, M_B = _matrices(T / jnp.linalg.norm(T))
@@ -136,7 +128,7 @@ def step_programs_unchecked(beta, ks):
     calls = {name: (lambda exe=exe, args=args: exe(*args)) for name, (exe, args) in exes.items()}
     # the floor's parts over every step of the measured shape, each on its own tensor (a
     # step's time depends on its tensor, the SVDs' above all): the sum, per step
-    tensors = _measured_tensors(beta, ks) or [T]
+    tensors = _measured_tensors(beta, schedule) or [T]
     info["tensors"] = len(tensors)
     for name in ("step", "residual_forward", "jvp"):
         calls[name] = lambda exe=exes[name][0]: [exe(t) for t in tensors]
@@ -149,7 +141,7 @@ def step_programs_unchecked(beta, ks):
 
 
 def costs_of(info, seconds):
-    """:func:`step_costs_unchecked`'s dict from :func:`step_programs_unchecked`'s ``info`` and
+    """:func:`step_costs`'s dict from :func:`step_programs`'s ``info`` and
     the seconds of each of its calls (name -> seconds)."""
     n = info.get("tensors", 1)
     out = dict(info, **{f"{name}_seconds": t / (n if name in PER_STEP else 1) for name, t in seconds.items()})

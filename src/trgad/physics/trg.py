@@ -31,7 +31,7 @@ import numpy as np
 from . import ising
 from .svd import RANK_RTOL, balanced_split, balanced_split_reverse, check_multiplet, numerical_rank
 from ..runtime.validate import (InputError, check_beta, check_chi, check_finite_matrix, check_int,
-                                check_schedule, check_steps)
+                                check_schedule, check_steps, checked)
 
 
 class _Ops:
@@ -136,6 +136,18 @@ def lnz_from_steps(ln_norms, T_last, ops):
     return total
 
 
+def _check_concrete_beta(beta):
+    """``beta``, checked by check_beta if its value is known now (a number or a concrete
+    array); a traced value or an engine value passes unchecked (see :func:`lnz_per_site`)."""
+    try:
+        value = float(beta)
+    except (TypeError, ValueError):    # a tracer (ConcretizationTypeError is a TypeError), an engine value
+        return beta
+    check_beta(value)
+    return beta
+
+
+@checked(schedule=check_schedule, beta=_check_concrete_beta)
 def lnz_per_site(beta, schedule, ops=None):
     """lnZ/N of the Ising model on a 2**len(schedule)-site torus, by TRG, as one graph.
 
@@ -159,31 +171,13 @@ def lnz_per_site(beta, schedule, ops=None):
     A traced beta (inside ``jax.jit`` or ``jax.grad``) is not checked: the caller that traces
     it owns its range.
     """
-    schedule = check_schedule(schedule)
-    _check_concrete_beta(beta)
-    return lnz_per_site_unchecked(beta, schedule, ops)
-
-
-def lnz_per_site_unchecked(beta, ks, ops=None):
-    """:func:`lnz_per_site` for trgad's own callers, which checked beta (when concrete) and the
-    schedule ``ks`` already."""
     ops = ops or JAX
     T = ising.initial_tensor(beta, ops)
     ln_norms = []
-    for k in ks:
+    for k in schedule:
         T, ln = trg_step(T, k, ops)
         ln_norms.append(ln)
     return lnz_from_steps(ln_norms, T, ops) + ising.log_weight_per_site(beta)
-
-
-def _check_concrete_beta(beta):
-    """check_beta for a beta whose value is known now (a number or a concrete array); a
-    traced value or an engine value passes unchecked (see :func:`lnz_per_site`)."""
-    try:
-        value = float(beta)
-    except (TypeError, ValueError):    # a tracer (ConcretizationTypeError is a TypeError), an engine value
-        return
-    check_beta(value)
 
 
 def normalized(T, name="T"):
@@ -213,6 +207,7 @@ def split_spectra(T):
     return tuple(np.linalg.svd(m, compute_uv=False) for m in mats)
 
 
+@checked(chi=check_chi, steps=check_steps, beta=check_beta)
 def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     """ks[i] = min(chi, numerical rank at step i) for ``steps`` TRG steps.
 
@@ -228,12 +223,6 @@ def truncation_schedule(chi, steps, beta=0.3, rtol=RANK_RTOL):
     multiplet of equal singular values at some step (:func:`trgad.physics.svd.check_multiplet`: the
     truncated tensor would not be a differentiable function of beta there).
     """
-    return truncation_schedule_unchecked(check_chi(chi), check_steps(steps), check_beta(beta), rtol)
-
-
-def truncation_schedule_unchecked(chi, steps, beta, rtol=RANK_RTOL):
-    """:func:`truncation_schedule` for trgad's own callers, which checked chi, steps and beta
-    already (input is checked once, where it enters); still refuses a cut inside a multiplet."""
     ops = NUMPY
     T = ising.initial_tensor(beta, ops)
     ks = []

@@ -13,23 +13,20 @@ import jax
 
 from ..runtime import compiled
 from . import ising, trg
-from ..runtime.timing import block, count_eqns, time_call_unchecked, time_grad_transform_unchecked
-from ..runtime.validate import check_beta, check_chi, check_repeats, check_schedule, check_steps
+from ..runtime.timing import block, count_eqns, time_call, time_grad_transform
+from ..runtime.validate import check_beta, check_chi, check_repeats, check_schedule, check_steps, checked
 
 #: Compiled whole-graph functions, per schedule (registered: :func:`trgad.runtime.compiled.clear`).
 _VALUE_AND_GRAD = compiled.registry("whole.value_and_grad")
 _SECOND = compiled.registry("whole.second")
 
 
+@checked(schedule=check_schedule)
 def lnz_fn(schedule):
     """beta -> lnZ/N as one JAX graph for a fixed truncation schedule (checked:
     :func:`trgad.runtime.validate.check_schedule`)."""
-    return lnz_fn_unchecked(tuple(check_schedule(schedule)))
-
-
-def lnz_fn_unchecked(ks):
-    """:func:`lnz_fn` of a checked schedule."""
-    return lambda beta: trg.lnz_per_site_unchecked(beta, ks)
+    schedule = tuple(schedule)
+    return lambda beta: trg.lnz_per_site.trusted(beta, schedule)
 
 
 def value_and_grad(beta, schedule, jit=True):
@@ -40,11 +37,11 @@ def value_and_grad(beta, schedule, jit=True):
     """
     beta, schedule = check_beta(beta), tuple(check_schedule(schedule))
     if not jit:
-        f = jax.value_and_grad(lnz_fn_unchecked(schedule))
+        f = jax.value_and_grad(lnz_fn.trusted(schedule))
     elif schedule in _VALUE_AND_GRAD:
         f = _VALUE_AND_GRAD[schedule]
     else:
-        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(lnz_fn_unchecked(schedule)))
+        f = _VALUE_AND_GRAD[schedule] = compiled.jit(jax.value_and_grad(lnz_fn.trusted(schedule)))
     v, g = f(beta)
     return float(v), float(g)
 
@@ -62,7 +59,7 @@ def specific_heat_autodiff(beta, schedule):
     """
     beta, ks = check_beta(beta), tuple(check_schedule(schedule))
     if ks not in _SECOND:
-        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(lnz_fn_unchecked(ks))))
+        _SECOND[ks] = compiled.jit(jax.grad(jax.grad(lnz_fn.trusted(ks))))
     return ising.specific_heat_of(beta, float(_SECOND[ks](float(beta))))
 
 
@@ -80,9 +77,9 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
     """
     steps, chi, beta = check_steps(steps), check_chi(chi), check_beta(beta)
     repeats = check_repeats(repeats, low=0)
-    schedule = tuple(trg.truncation_schedule_unchecked(chi, steps, beta))
-    t_jaxpr, jaxpr = time_grad_transform_unchecked(lnz_fn_unchecked(schedule), beta)
-    g = jax.jit(jax.grad(lnz_fn_unchecked(schedule)))
+    schedule = tuple(trg.truncation_schedule.trusted(chi, steps, beta))
+    t_jaxpr, jaxpr = time_grad_transform.trusted(lnz_fn.trusted(schedule), beta)
+    g = jax.jit(jax.grad(lnz_fn.trusted(schedule)))
     t0 = time.perf_counter()
     grad = block(g(beta))
     t_first = time.perf_counter() - t0
@@ -95,5 +92,5 @@ def measure(steps, chi=16, beta=0.3, repeats=0):
         "grad": float(grad),
     }
     if repeats:
-        row["run_seconds"] = time_call_unchecked(lambda: g(beta), warmup=0, repeats=repeats).min
+        row["run_seconds"] = time_call.trusted(lambda: g(beta), warmup=0, repeats=repeats).min
     return row

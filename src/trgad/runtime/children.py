@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-from .validate import check_timeout
+from .validate import check_timeout, checked
 
 #: The signals :func:`stop_on_signals` turns into an exception in the main thread.
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
@@ -147,7 +147,7 @@ class SubprocessResult:
 _RUNNER = """
 import importlib, json, os, sys
 result_path = sys.argv.pop(1)
-mod, _, name = sys.argv[1].partition(":")
+mod, _, name = sys.argv[1].partition(":")   # a function, or its attribute: f.trusted
 args, kwargs = json.loads(sys.argv[2])
 del sys.argv[1:]
 def one_line(e):
@@ -156,7 +156,10 @@ def one_line(e):
 def bad_input(e):  # trgad.runtime.validate.InputError, without importing trgad for other targets
     return any(c.__name__ == "InputError" and c.__module__ == "trgad.runtime.validate" for c in type(e).__mro__)
 try:
-    result = getattr(importlib.import_module(mod), name)(*args, **kwargs)
+    fn = importlib.import_module(mod)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    result = fn(*args, **kwargs)
     text = json.dumps({"value": result}, allow_nan=False)
 except BaseException as e:
     if bad_input(e):
@@ -253,9 +256,11 @@ def _run_all(runs, timeout, env):
     return killed, seconds, [None if killed else p.returncode for p in procs], peaks
 
 
+@checked(timeout=check_timeout)
 def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 20.0,
                      args: list | None = None) -> SubprocessResult:
-    """Run ``module:function(*args, **kwargs)`` in a fresh Python process; kill it after ``timeout`` s.
+    """Run ``module:function(*args, **kwargs)`` (or ``module:function.trusted``) in a fresh Python
+    process; kill it after ``timeout`` s.
 
     The function must return something JSON-serialisable without NaN or infinities (else
     ``error`` says so).  An :class:`trgad.InputError` raised in the child comes back as
@@ -272,11 +277,6 @@ def run_with_timeout(target: str, kwargs: dict | None = None, timeout: float = 2
     the return); its result comes back in a temporary file this process names, so nothing
     the function prints can pass for a result.  Raises InputError for a timeout outside (0, TIMEOUT_MAX].
     """
-    return run_with_timeout_unchecked(target, kwargs, check_timeout(timeout), args)
-
-
-def run_with_timeout_unchecked(target, kwargs, timeout, args=None):
-    """:func:`run_with_timeout` for a caller that checked ``timeout`` (the command line)."""
     import tempfile
 
     env = dict(os.environ)

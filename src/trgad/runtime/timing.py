@@ -19,13 +19,14 @@ import gc
 import math
 import statistics
 import time
+from functools import partial
 from typing import Any, Callable, Iterable
 
 import jax
 
 from .children import (CommandResult, SubprocessResult, run_command,  # noqa: F401 (named here too)
-                       run_with_timeout, run_with_timeout_unchecked)
-from .validate import AD_MODES, check_choice, check_int, check_positive
+                       run_with_timeout)
+from .validate import AD_MODES, check_choice, check_int, check_positive, checked
 
 
 @dataclasses.dataclass
@@ -51,6 +52,7 @@ def block(x):
     return jax.block_until_ready(x)
 
 
+@checked(repeats=partial(check_int, "repeats", low=1), mode=partial(check_choice, "mode", allowed=AD_MODES))
 def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"):
     """Trace and transform ``jax.grad(f)`` at ``x`` (``jax.make_jaxpr``), timed; with
     ``mode="forward_mode"`` the forward-mode derivative ``jax.jvp(f, (x,), (1.0,))`` instead
@@ -65,12 +67,6 @@ def time_grad_transform(f, x, repeats=1, clock=time.perf_counter, mode="reverse"
     This is JAX's counterpart of the keyed engine's transform: tracing plus the reverse-mode
     transform, no compilation.
     """
-    return time_grad_transform_unchecked(f, x, check_int("repeats", repeats, 1), clock,
-                                         check_choice("mode", mode, AD_MODES))
-
-
-def time_grad_transform_unchecked(f, x, repeats=1, clock=time.perf_counter, mode="reverse"):
-    """:func:`time_grad_transform` for a caller that checked ``repeats`` and ``mode``."""
     best, jaxpr = math.inf, None
     for _ in range(repeats):
         # A fresh function per repeat: make_jaxpr of the same function object is a cache hit
@@ -124,6 +120,7 @@ def _sub_jaxprs(values):
     return found
 
 
+@checked(warmup=partial(check_int, "warmup", low=0), repeats=partial(check_int, "repeats", low=1))
 def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Timing:
     """Time ``fn()`` after ``warmup`` untimed calls, ``repeats`` times.
 
@@ -132,12 +129,6 @@ def time_call(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 3) -> Ti
     fastest timed call, so that figures a result carries (e.g. per-step times) can be taken
     from the same call as ``Timing.min``.  Raises InputError for warmup < 0 or repeats < 1.
     """
-    return time_call_unchecked(fn, warmup=check_int("warmup", warmup, 0),
-                               repeats=check_int("repeats", repeats, 1))
-
-
-def time_call_unchecked(fn, *, warmup=1, repeats=3):
-    """:func:`time_call` for a caller that checked ``warmup`` and ``repeats``."""
     value = None
     for _ in range(warmup):
         value = block(fn())
@@ -164,6 +155,7 @@ class Sweep:
         return self.stopped_at is None
 
 
+@checked(cap_seconds=partial(check_positive, "cap_seconds"))
 def capped_sweep(measure: Callable[[Any], dict], params: Iterable, cap_seconds: float,
                  key: str = "seconds") -> Sweep:
     """Call ``measure(p)`` for each p in ``params`` until one result's ``key`` exceeds the cap.
@@ -173,11 +165,6 @@ def capped_sweep(measure: Callable[[Any], dict], params: Iterable, cap_seconds: 
     growth that may be exponential: the worst case costs about cap_seconds times the growth
     factor of one step.  Raises InputError for a cap that is not a positive number.
     """
-    return capped_sweep_unchecked(measure, params, check_positive("cap_seconds", cap_seconds), key)
-
-
-def capped_sweep_unchecked(measure, params, cap_seconds, key="seconds"):
-    """:func:`capped_sweep` for a caller that checked ``cap_seconds``."""
     rows = []
     for p in params:
         row = measure(p)

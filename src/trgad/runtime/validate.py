@@ -3,14 +3,27 @@
 Each check returns the value converted to its type or raises :class:`InputError` whose
 one-line message names the value as the user gave it and the allowed range.  Every range
 below has a one-line reason (physics resolved, memory, float range or time); ``python -m
-trgad --help`` lists them for the command line.  Input is checked where it enters: the
-command line and the functions a chapter calls; the functions they call trust them.  A
-public function that trgad also calls from another module has a twin ``<name>_unchecked``
-beside it (the public one checks, then calls the twin; trgad's own callers call the twin);
-within one module a private core does the same.  ``tests/test_layers.py`` pairs the twins.
+trgad --help`` lists them for the command line.
+
+Input is checked once, where it enters: the command line and the functions a chapter calls.
+Such a function is written once and marked :func:`checked`, which names the check of each
+argument in one line above it::
+
+    @checked(beta=check_beta, schedule=check_schedule)
+    def value_and_grad_jax(beta, schedule): ...
+
+``value_and_grad_jax(0.3, [2, 4])`` checks, then runs the body; trgad's own callers, whose
+input is checked already, call the body as ``value_and_grad_jax.trusted(...)``.  Why a
+mark rather than a checking facade module: the contract (what is checked, what is trusted)
+sits on the function it governs, where a reader sees it, the chapters import each function
+from where it lives, and a function has one body.  ``tests/test_check_once.py`` counts the
+checks of every command and public function; ``tests/test_checked.py`` tests the mark and
+``tests/test_layers.py`` refuses a checked twin written by hand.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import re
@@ -308,3 +321,36 @@ def check_depths(name, values, low, high):
     if not ds or any(b <= a for a, b in zip(ds, ds[1:])):
         raise InputError(f"{name}={list(values)!r} is out of range: give increasing integers in [{low}, {high}]")
     return ds
+
+
+def checked(*together, **each):
+    """Mark a public function whose input is checked where it enters (the module docstring).
+
+    ``each`` maps an argument's name to its check (a function of the value that returns it
+    converted or raises InputError); ``together`` are checks of several arguments, each
+    called with the arguments its own parameters name (after ``each``'s) and returning a
+    dict of the values it converts, or None.  Defaults are checked as given values are.
+    The function returned checks, then calls its attribute ``trusted``, the body unchanged;
+    its ``checks`` attribute holds ``each``.
+    """
+    def mark(body):
+        signature = inspect.signature(body)
+        unknown = [n for n in each if n not in signature.parameters]
+        if unknown:
+            raise TypeError(f"{body.__qualname__} has no argument {', '.join(unknown)} to check")
+        joint = [(check, tuple(inspect.signature(check).parameters)) for check in together]
+
+        @functools.wraps(body)
+        def public(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            for name, check in public.checks.items():
+                given[name] = check(given[name])
+            for check, names in joint:
+                given.update(check(**{n: given[n] for n in names}) or {})
+            return public.trusted(*bound.args, **bound.kwargs)
+
+        public.trusted, public.checks = body, dict(each)
+        return public
+    return mark

@@ -17,7 +17,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from ..runtime.validate import InputError, check_beta, check_choice, check_int, check_positive
+from ..runtime.validate import InputError, check_beta, check_choice, check_int, check_positive, checked
 
 #: Smallest and largest circumference.  T is a dense 2**L x 2**L float64 matrix (128 MB at
 #: L = 12) and :func:`exact` diagonalises it in O(8**L) (minutes at L = 12).
@@ -47,6 +47,8 @@ def check_L(L):
     return check_int("L", L, L_MIN, L_MAX)
 
 
+@checked(L=check_L)
+@functools.lru_cache(maxsize=L_MAX + 1)
 def bond_sums(L):
     """The bond sums of the cylinder's rows (NumPy, cached per L).
 
@@ -55,31 +57,22 @@ def bond_sums(L):
     E[s, s'] = h(s)/2 + s.s' + h(s')/2 - 2 L, the bond sum of one transfer step minus its
     largest value (so T~ = exp(beta E)).  Raises InputError for a bad L.
     """
-    return bond_sums_unchecked(check_L(L))
-
-
-@functools.lru_cache(maxsize=L_MAX + 1)
-def bond_sums_unchecked(L):
-    """:func:`bond_sums` of a checked L (cached per L)."""
     spins = ((np.arange(2**L)[:, None] >> np.arange(L)) & 1) * -2 + 1
     h = np.sum(spins * np.roll(spins, -1, axis=1), axis=1).astype(float)
     return h, (h[:, None] + h[None, :]) / 2.0 + spins @ spins.T - 2.0 * L
 
 
+@checked(L=check_L)
 def transfer_matrix(beta, L):
     """Scaled transfer matrix T~ = T e^{-2 L beta}, a JAX array of shape (2**L, 2**L).
 
     ``beta`` (1/J): a float or a traced JAX scalar (T~ is differentiable in it).  Symmetric
     with entries in (0, 1].  See the module docstring for T.  Raises InputError for a bad L.
     """
-    return transfer_matrix_unchecked(beta, check_L(L))
+    return jnp.exp(beta * jnp.asarray(bond_sums.trusted(L)[1]))
 
 
-def transfer_matrix_unchecked(beta, L):
-    """:func:`transfer_matrix` of a checked L."""
-    return jnp.exp(beta * jnp.asarray(bond_sums_unchecked(L)[1]))
-
-
+@checked(beta=check_cylinder_beta, L=check_L)
 def exact(beta, L):
     """Exact diagonalisation of T~ (``numpy.linalg.eigh``) and the exact derivatives.
 
@@ -93,11 +86,7 @@ def exact(beta, L):
     iteration's error shrinks by this factor per step).  Raises InputError for a bad beta
     or L.  Cost O(8**L) (a 256 x 256 eigh at L = 8).
     """
-    return _exact(check_cylinder_beta(beta), check_L(L))
-
-
-def _exact(beta, L):
-    h, E = bond_sums_unchecked(L)
+    h, E = bond_sums.trusted(L)
     T = np.exp(beta * E)
     lam, U = np.linalg.eigh(T)
     v = U[:, -1] * np.sign(U[:, -1].sum())
@@ -121,7 +110,7 @@ def finite_difference(beta, L, output="lnz", h=1e-5):
     if beta - h <= 0:
         raise InputError(f"h={h!r} is out of range: beta - h must stay > 0 (beta={beta!r})")
     key = "f" if output == "lnz" else "bond"
-    return (_exact(beta + h, L)[key] - _exact(beta - h, L)[key]) / (2 * h)
+    return (exact.trusted(beta + h, L)[key] - exact.trusted(beta - h, L)[key]) / (2 * h)
 
 
 def kaufman_cylinder(beta, L):

@@ -29,10 +29,11 @@ import cProfile
 import pstats
 import time
 import warnings
+from functools import partial
 from typing import Callable, Sequence
 
-from ..runtime.timing import time_call_unchecked
-from ..runtime.validate import InputError, check_depths, check_finite, check_int, check_repeats
+from ..runtime.timing import time_call
+from ..runtime.validate import InputError, check_depths, check_finite, check_int, check_repeats, checked
 
 #: Deepest SymPy iteration accepted: the tree of a derivative grows about 2.4x per layer, so
 #: count_ops (a tree walk) takes seconds at depth 11 and minutes at 14.
@@ -75,7 +76,7 @@ def autograd_tape(f: Callable, x0: float, repeats: int = 1) -> dict:
             raise InputError("f's output does not depend on its argument: autograd recorded no tape")
         return value, end, backward_pass(1.0, end)
 
-    timing = time_call_unchecked(once, warmup=1, repeats=repeats)
+    timing = time_call.trusted(once, warmup=1, repeats=repeats)
     value, end, grad = timing.fastest
     return {"value": float(value), "grad": float(grad),
             "tape_nodes": sum(1 for _ in toposort(end)), "seconds": timing.min}
@@ -85,6 +86,7 @@ def autograd_tape(f: Callable, x0: float, repeats: int = 1) -> dict:
 # SymPy
 # --------------------------------------------------------------------------------------
 
+@checked(depth=partial(check_int, "depth", low=1, high=MAX_SYMPY_DEPTH))
 def sympy_unroll(step: Callable, depth: int, evaluate: bool = True):
     """``step`` applied ``depth`` times to the SymPy symbol x: returns ``(x, y)``.
 
@@ -95,10 +97,6 @@ def sympy_unroll(step: Callable, depth: int, evaluate: bool = True):
     the expression is the DAG a tape would record.  Raises InputError for depth outside
     [1, :data:`MAX_SYMPY_DEPTH`] or a step that fails on SymPy expressions.
     """
-    return _sympy_unroll(step, check_int("depth", depth, 1, MAX_SYMPY_DEPTH), evaluate)
-
-
-def _sympy_unroll(step, depth, evaluate=True):
     import sympy
 
     x = sympy.Symbol("x")
@@ -178,7 +176,7 @@ def sympy_swell(step: Callable, depths: Sequence[int], x0: float | None = None) 
 
     rows, x0 = [], None if x0 is None else check_finite("x0", x0)
     for depth in check_depths("depths", depths, 1, MAX_SYMPY_DEPTH):
-        x, y = _sympy_unroll(step, depth)
+        x, y = sympy_unroll.trusted(step, depth)
         d = sympy.diff(y, x)
         sizes, cse = expr_sizes(d), cse_size(d)
         row = {"depth": depth, **sizes, "cse_ops": cse["ops"], "cse_subexpressions": cse["subexpressions"]}
@@ -228,9 +226,9 @@ def sympy_eq_calls(f: Callable, depth: int) -> dict:
 
     depth = check_int("depth", depth, 1, MAX_SYMPY_DEPTH)
     clear_cache()
-    _, a = _sympy_unroll(f, depth, evaluate=False)
+    _, a = sympy_unroll.trusted(f, depth, evaluate=False)
     clear_cache()
-    _, b = _sympy_unroll(f, depth, evaluate=False)
+    _, b = sympy_unroll.trusted(f, depth, evaluate=False)
     clear_cache()
     t0 = time.perf_counter()
     equal = a == b

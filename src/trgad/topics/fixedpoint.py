@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..runtime import compiled
-from .cylinder import L_MAX, bond_sums_unchecked, check_cylinder_beta, check_L, transfer_matrix_unchecked
-from ..runtime.validate import InputError, check_choice, check_int, check_range
+from .cylinder import L_MAX, bond_sums, check_cylinder_beta, check_L, transfer_matrix
+from ..runtime.validate import InputError, check_choice, check_int, check_range, checked
 
 #: Most power iterations in one call (the unrolled and staged derivatives keep two vectors
 #: per iteration; 10**5 is far beyond what any beta needs from the uniform start).
@@ -87,13 +87,9 @@ def _L(v):
     return int(round(math.log2(v.shape[0])))
 
 
+@checked(L=check_L)
 def start_vector(L):
     """The uniform unit vector of length 2**L, the start of every power iteration here."""
-    return _start_vector(check_L(L))
-
-
-def _start_vector(L):
-    """:func:`start_vector` of a checked L."""
     return jnp.full(2**L, 2.0 ** (-L / 2))
 
 
@@ -119,24 +115,21 @@ def row_bond(v, T, beta):
     vector v (exact at v = v*, in error by O(||v - v*||) near it).  T and beta are unused
     (the signature of :data:`OUTPUTS`)."""
     L = _L(v)
-    return (v * v) @ jnp.asarray(bond_sums_unchecked(L)[0]) / L
+    return (v * v) @ jnp.asarray(bond_sums.trusted(L)[0]) / L
 
 
 #: Outputs of the loop's vector: name -> function (v, T~, beta) -> scalar.
 OUTPUTS = {"lnz": lnz_from_vector, "bond": row_bond}
 
 
+@checked(iterations=functools.partial(check_iterations, low=0))
 def power_iteration(T, iterations):
     """``iterations`` power steps from the uniform vector, as a plain Python loop.
 
     ``T``: (2**L, 2**L) array.  Returns v, shape (2**L,).  Differentiable by any JAX
     transform (this is the loop the unrolled and staged derivatives go through).
     """
-    return _power_iteration(T, check_iterations(iterations, low=0))
-
-
-def _power_iteration(T, iterations):
-    v = _start_vector(_L(T))
+    v = start_vector.trusted(_L(T))
     for _ in range(iterations):
         v = power_step(v, T)
     return v
@@ -148,7 +141,7 @@ def while_power_iteration(T, tol, max_iterations):
     steps (tol = 0: exactly max_iterations).  Returns (v after the last step, iterations
     done, that last step's ||g(v) - v||).  JAX can evaluate, jit and forward-differentiate
     it, not reverse-differentiate it (the number of steps is only known at run time)."""
-    v0 = _start_vector(_L(T))
+    v0 = start_vector.trusted(_L(T))
 
     def cond(state):
         _, k, res = state
@@ -167,18 +160,15 @@ def _compiled_while():
     return compiled.jit(while_power_iteration)
 
 
+@checked(beta=check_cylinder_beta, L=check_L, tol=check_tol,
+         max_iterations=functools.partial(check_iterations, name="max_iterations"))
 def converge(beta, L, tol=1e-12, max_iterations=10_000):
     """Power iteration to convergence (:func:`while_power_iteration`): the first step whose
     change ||g(v) - v|| is at most tol ends the loop.  Returns a dict with ``v`` (NumPy array,
     shape (2**L,)), ``iterations`` (steps done) and ``residual`` (the last step's change).
     Raises InputError for a bad beta, L, tol or max_iterations, and when tol was not reached
     within max_iterations (naming both)."""
-    return _converge(check_cylinder_beta(beta), check_L(L), check_tol(tol),
-                     check_iterations(max_iterations, name="max_iterations"))
-
-
-def _converge(beta, L, tol, max_iterations):
-    v, k, res = _compiled_while()(transfer_matrix_unchecked(beta, L), tol, max_iterations)
+    v, k, res = _compiled_while()(transfer_matrix.trusted(beta, L), tol, max_iterations)
     if not float(res) <= tol:
         raise InputError(f"max_iterations={max_iterations} is too small: power iteration at "
                          f"beta={beta!r}, L={L} left ||g(v) - v|| = {float(res):.1e} > "
@@ -190,8 +180,8 @@ def _converge(beta, L, tol, max_iterations):
 
 def value_unrolled(beta, L, iterations, output="lnz"):
     """The output after exactly ``iterations`` power steps, as one JAX graph of beta."""
-    T = transfer_matrix_unchecked(beta, L)
-    return OUTPUTS[output](_power_iteration(T, iterations), T, beta)
+    T = transfer_matrix.trusted(beta, L)
+    return OUTPUTS[output](power_iteration.trusted(T, iterations), T, beta)
 
 
 @functools.lru_cache(maxsize=64)
@@ -218,6 +208,7 @@ def _step_jit():
     return jax.jit(power_step)
 
 
+@checked(beta=check_cylinder_beta, L=check_L, iterations=check_iterations, output=check_output)
 def staged(beta, L, iterations, output="lnz"):
     """The truncated loop's output and beta-derivative by one ``jax.vjp`` per power step.
 
@@ -229,14 +220,8 @@ def staged(beta, L, iterations, output="lnz"):
     pass starts (:func:`residual_bytes`).  Raises InputError for a bad beta, L, iterations
     or output.
     """
-    beta, L = check_cylinder_beta(beta), check_L(L)
-    return _staged(beta, L, check_iterations(iterations), check_output(output))
-
-
-def _staged(beta, L, iterations, output):
-    """:func:`staged` of checked arguments."""
-    T, T_pullback = jax.vjp(lambda b: transfer_matrix_unchecked(b, L), beta)
-    v, pullbacks = _start_vector(L), []
+    T, T_pullback = jax.vjp(lambda b: transfer_matrix.trusted(b, L), beta)
+    v, pullbacks = start_vector.trusted(L), []
     for _ in range(iterations):
         v, pullback = jax.vjp(_step_jit(), v, T)
         pullbacks.append(pullback)
@@ -263,7 +248,7 @@ def truncated_curve(beta, L, iterations, output="lnz"):
     iterations, output = check_iterations(iterations), check_output(output)
 
     def outputs(b):
-        T, v, out = transfer_matrix_unchecked(b, L), _start_vector(L), []
+        T, v, out = transfer_matrix.trusted(b, L), start_vector.trusted(L), []
         for _ in range(iterations):
             v = power_step(v, T)
             out.append(OUTPUTS[output](v, T, b))
@@ -286,7 +271,7 @@ def residual_bytes(pullbacks):
 # ---- (c) implicit ------------------------------------------------------------------------
 
 def _g(v, beta, L):
-    return power_step(v, transfer_matrix_unchecked(beta, L))
+    return power_step(v, transfer_matrix.trusted(beta, L))
 
 
 def adjoint_solve(v, beta, L, v_bar, tol=ADJOINT_TOL, max_iterations=ADJOINT_MAX):
@@ -330,7 +315,7 @@ def fixed_point(beta, L, tol, max_iterations):
     is a Python int (static); tol and max_iterations may be traced (one compiled program
     serves every value) and get no derivative.
     """
-    return while_power_iteration(transfer_matrix_unchecked(beta, L), tol, max_iterations)[0]
+    return while_power_iteration(transfer_matrix.trusted(beta, L), tol, max_iterations)[0]
 
 
 def _fixed_point_fwd(beta, L, tol, max_iterations):
@@ -351,7 +336,7 @@ fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd)
 def value_implicit(beta, L, tol, max_iterations, output="lnz"):
     """The output at the vector of :func:`fixed_point`, a JAX graph of beta in which the whole
     loop is one node."""
-    return OUTPUTS[output](fixed_point(beta, L, tol, max_iterations), transfer_matrix_unchecked(beta, L), beta)
+    return OUTPUTS[output](fixed_point(beta, L, tol, max_iterations), transfer_matrix.trusted(beta, L), beta)
 
 
 @functools.lru_cache(maxsize=2 * (L_MAX + 1))
@@ -374,7 +359,7 @@ def implicit(beta, L, iterations=None, output="lnz", tol=1e-12, max_iterations=1
         tol, max_iterations = 0.0, check_iterations(iterations)
     else:
         tol, max_iterations = check_tol(tol), check_iterations(max_iterations, name="max_iterations")
-        _converge(beta, L, tol, max_iterations)      # InputError if it does not converge
+        converge.trusted(beta, L, tol, max_iterations)      # InputError if it does not converge
     value, derivative = _compiled_implicit(L, output)(beta, float(tol), int(max_iterations))
     return {"value": float(value), "derivative": float(derivative)}
 
@@ -390,7 +375,7 @@ def held_bytes(method, beta, L, iterations, output="lnz"):
     beta, L = check_cylinder_beta(beta), check_L(L)
     iterations, output = check_iterations(iterations), check_output(output)
     if method == "staged":
-        return _staged(beta, L, iterations, output)["residual_bytes"]
+        return staged.trusted(beta, L, iterations, output)["residual_bytes"]
     if method == "unrolled":
         _, pullback = jax.vjp(lambda b: value_unrolled(b, L, iterations, output), beta)
     else:

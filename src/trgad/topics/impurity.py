@@ -52,9 +52,10 @@ import time
 import numpy as np
 
 from ..physics import ising, trg
-from ..runtime.validate import InputError, check_beta, check_finite_matrix, check_schedule
+from ..runtime.validate import InputError, check_beta, check_finite_matrix, check_schedule, checked
 
 
+@checked(beta=check_beta)
 def energy_tensor(beta):
     """The impurity tensor X[l, u, r, d] carrying the bond energy, shape (2, 2, 2, 2), float64.
 
@@ -63,10 +64,7 @@ def energy_tensor(beta):
     in [BETA_MIN, BETA_MAX] (:func:`trgad.runtime.validate.check_beta`).  Raises
     InputError otherwise.
     """
-    return _energy_tensor(check_beta(beta))
-
-
-def _energy_tensor(b):
+    b = beta
     q = np.exp(-2.0 * b)
     even, odd = 1.0 + q, -np.expm1(-2.0 * b)
     n0, n2, n4 = ising.MASKS                     # 1/2 where n = 0, 2, 4, else 0
@@ -148,7 +146,7 @@ def internal_energy(beta, schedule):
     """
     t0 = time.perf_counter()
     beta, ks = check_beta(beta), check_schedule(schedule)
-    T, X = ising.initial_tensor(beta, trg.NUMPY), _energy_tensor(beta)
+    T, X = ising.initial_tensor(beta, trg.NUMPY), energy_tensor.trusted(beta)
     lnz = ising.log_weight_per_site(beta)
     for i, k in enumerate(ks):
         T, X, ln = impurity_step(T, X, k)

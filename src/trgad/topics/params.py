@@ -31,9 +31,9 @@ import jax.numpy as jnp
 
 from ..runtime import compiled
 from ..physics import ising, staged, trg
-from ..runtime.timing import block, time_call_unchecked
+from ..runtime.timing import block, time_call
 from ..runtime.validate import (AD_MODES, InputError, check_beta, check_choice, check_positive, check_repeats,
-                                check_schedule)
+                                check_schedule, checked)
 
 #: Parameter sets of :func:`gradient`.
 PARAMS = ("tensor", "couplings")
@@ -59,16 +59,13 @@ def anisotropic_tensor(kx, ky, ops):
     return ops.einsum("si,sj,sk,sl->ijkl", Wx, Wy, Wx, Wy)
 
 
+@checked(schedule=check_schedule)
 def lnz_of_tensor(T0, schedule):
     """ln Z~/N of the lattice of copies of T0 ((2, 2, 2, 2) JAX array) by TRG with
     ``schedule``, as one JAX graph (no 2 beta added: see :func:`trgad.physics.trg.lnz_from_steps`)."""
-    return _lnz_of_tensor(T0, check_schedule(schedule))
-
-
-def _lnz_of_tensor(T0, ks):
     ops = trg.JAX
     T, ln_norms = T0, []
-    for k in ks:
+    for k in schedule:
         T, ln = trg.trg_step(T, k, ops)
         ln_norms.append(ln)
     return trg.lnz_from_steps(ln_norms, T, ops)
@@ -79,10 +76,10 @@ def _objective(params, beta, schedule):
     ops = trg.JAX
     if params == "tensor":
         x0 = np.asarray(ising.initial_tensor(beta, trg.NUMPY)).reshape(-1)
-        return (lambda x: _lnz_of_tensor(jnp.reshape(x, (2, 2, 2, 2)), schedule) + 2.0 * beta), x0
+        return (lambda x: lnz_of_tensor.trusted(jnp.reshape(x, (2, 2, 2, 2)), schedule) + 2.0 * beta), x0
 
     def f(J):
-        return _lnz_of_tensor(anisotropic_tensor(beta * J[0], beta * J[1], ops), schedule) + beta * (J[0] + J[1])
+        return lnz_of_tensor.trusted(anisotropic_tensor(beta * J[0], beta * J[1], ops), schedule) + beta * (J[0] + J[1])
 
     return f, np.ones(2)
 
@@ -143,7 +140,7 @@ def _gradient(params, mode, beta, ks, repeats):
     t0 = time.perf_counter()
     value, grad = block(run())
     first = time.perf_counter() - t0
-    steady = time_call_unchecked(run, warmup=0, repeats=repeats).min
+    steady = time_call.trusted(run, warmup=0, repeats=repeats).min
     return {"params": params, "mode": mode, "lnz_per_site": value, "gradient": [float(g) for g in grad],
             "passes": int(x0.shape[0]) if mode == "forward_mode" else 1,
             "first_seconds": first, "steady_seconds": steady}
@@ -178,7 +175,7 @@ def beta_oracle(beta, schedule, params, grad):
 
 
 def _beta_oracle(params, beta, ks, grad):
-    _, dlnz = staged.value_and_grad_jax_unchecked(beta, ks)
+    _, dlnz = staged.value_and_grad_jax.trusted(beta, ks)
     grad = np.asarray(grad, dtype=float)
     if params == "couplings":
         return beta * dlnz, float(grad[0] + grad[1])

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ..physics import modes, trg
-from ..physics.exact import BETA_C, onsager_unchecked
+from ..physics.exact import BETA_C, onsager
 from ..runtime.validate import InputError, check_beta, check_chi, check_int, check_steps
 
 #: The exact mode :func:`scan` uses unless told (see the module docstring).
@@ -87,7 +87,7 @@ def scan(chi, steps, betas, method=DEFAULT_METHOD):
     schedules, groups, errors = [], [], []
     for b in betas:            # NumPy: one primal pass per beta, with the spectra at every cut
         try:
-            ks = trg.truncation_schedule_unchecked(chi, steps, b)
+            ks = trg.truncation_schedule.trusted(chi, steps, b)
         except InputError as e:
             groups.append(None)
             errors.append(str(e))
@@ -102,11 +102,11 @@ def scan(chi, steps, betas, method=DEFAULT_METHOD):
         for i, b in enumerate(betas):
             if groups[i] != g:
                 continue
-            r = modes.value_and_derivatives_unchecked(b, tuple(ks), method, order=2)
+            r = modes.value_and_derivatives.trusted(b, tuple(ks), method, order=2)
             rows[i] = {"beta": b, "c": r["c"], "u": r["u"], "lnz_per_site": r["lnz_per_site"]}
     t2 = time.perf_counter()
     for i, b in enumerate(betas):
-        ons = onsager_unchecked(b)
+        ons = onsager.trusted(b)
         row = rows[i] or {"beta": b, "c": None, "u": None, "lnz_per_site": None}
         row.update(onsager_c=_onsager_c(ons), onsager_u=ons["u"], schedule_group=groups[i], error=errors[i])
         rows[i] = row
