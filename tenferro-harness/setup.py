@@ -22,12 +22,21 @@ class build_rust_prepared(build_rust):
             sys.exit(f"trgad-tenferro-fixed: {e}")
         super().run()
 
+    #: Programs built in this process: setuptools-rust runs build_rust a second time while
+    #: it packs the wheel (cargo then finds everything fresh), which is said as a check.
+    done = set()
+
     def run_for_extension(self, ext):
         n = self.extensions.index(ext) + 1
-        print(f"trgad-tenferro: building program {n} of {len(self.extensions)}, {ext.name}, with "
-              f"cargo (cold, all three took ~36 min on 2 cores; with cargo's target folder kept, "
-              f"seconds)", file=sys.stderr, flush=True)
+        if ext.name in self.done:
+            what = "checking that cargo finds it built (seconds)"
+        else:
+            what = ("building it with cargo (cold, all three took ~36 min on 2 quiet cores, "
+                    "~71 min on busy ones; with cargo's target folder kept, seconds)")
+        print(f"trgad-tenferro: program {n} of {len(self.extensions)}, {ext.name}: {what}",
+              file=sys.stderr, flush=True)
         super().run_for_extension(ext)
+        self.done.add(ext.name)
 
 
 setup(cmdclass={"build_rust": build_rust_prepared})

@@ -221,14 +221,6 @@ def test_reading_time_counts_prose_and_shown_cells(tmp_path):
     assert got == {"words": 2 * 12, "han": 0, "cells": 2, "minutes": 2 * 12 / 10 + 2 * 2}
 
 
-def test_reading_time_counts_an_included_file_as_a_cell(tmp_path):
-    page = tmp_path / "p.md"
-    page.write_text("Read this:\n\n```{literalinclude} ../src/lib.rs\n:language: rust\n```\n")
-    got = lessons.reading_time([page], words_per_minute=10, minutes_per_cell=2)
-    # "Read this:" and the directive's argument, the path
-    assert got == {"words": 3, "han": 0, "cells": 1, "minutes": 3 / 10 + 2}
-
-
 def test_bound_names_are_top_level_only():
     src = ("import numpy as np\nfrom a import b\nx, (y, *z) = 1, (2, 3)\nfor i in []: pass\n"
            "def f(q):\n    w = q\n[k for k in ()]\nif True:\n    v = 1\n")

@@ -162,8 +162,7 @@ def reading_time(pages, words_per_minute=WORDS_PER_MINUTE, minutes_per_cell=MINU
     Returns ``{"words": int, "han": int, "cells": int, "minutes": float}``: the words of
     prose (:func:`prose_words` of every Markdown cell), its Han characters
     (:func:`han_characters`, read at :data:`HAN_PER_WORD` per word: a Chinese page), the
-    code cells shown (:attr:`Cell.shown`, those in exercise solutions included) and the
-    files a Markdown cell shows (``literalinclude``: code read like a cell's), and
+    code cells shown (:attr:`Cell.shown`, those in exercise solutions included), and
     ``(words + han / HAN_PER_WORD) / words_per_minute + cells * minutes_per_cell``.  Claims
     cells are run, not read, and count for nothing.
     """
@@ -173,8 +172,6 @@ def reading_time(pages, words_per_minute=WORDS_PER_MINUTE, minutes_per_cell=MINU
             if cell.kind == "markdown":
                 words += prose_words(cell.source)
                 han += han_characters(cell.source)
-                shown += sum(1 for line in cell.source.splitlines()
-                             if line.strip().startswith("```{literalinclude}"))
             elif cell.shown:
                 shown += 1
     return {"words": words, "han": han, "cells": shown,
